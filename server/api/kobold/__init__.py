@@ -1,0 +1,1 @@
+"""The KoboldAI API as KoboldCpp serves it."""

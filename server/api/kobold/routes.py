@@ -1,0 +1,236 @@
+"""The KoboldAI API (KoboldCpp's `/api/v1/*` and `/api/extra/*` text endpoints).
+
+Routes stay thin: parse → adapter → scheduler → adapter → response. Every generation goes
+through the scheduler's queue, so queue limits, genkeys, abort and disconnects behave the same
+for every dialect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import ServerSentEvent
+
+from server import __version__
+from server.api.deps import ModelInfoDep, RequireKey, SchedulerDep, SettingsDep, has_valid_key
+from server.api.errors import APIError, busy_error, parse_json_body
+from server.api.kobold import adapter
+from server.api.kobold.schemas import (
+    KoboldDetokenizeRequest,
+    KoboldGenerateRequest,
+    KoboldGenkeyRequest,
+    KoboldTokenCountRequest,
+)
+from server.core.scheduler import Job, QueueFullError, Scheduler
+from server.core.types import FinishReason, TokenEvent
+from server.streaming import ClientDisconnectedError, sse_response, unless_disconnected
+
+KOBOLDAI_API_VERSION = "1.2.5"
+KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
+
+router = APIRouter(tags=["KoboldAI"])
+
+
+def _new_request_id(request: Request) -> str:
+    number: int = next(request.app.state.request_numbers)
+    return f"kai-{number}"
+
+
+async def _admit(request: Request, scheduler: Scheduler, settings_default: int) -> Job:
+    """Validate the body and take a queue place, all before the first response byte."""
+    body = await parse_json_body(request, KoboldGenerateRequest)
+    generation = adapter.to_generation_request(body, _new_request_id(request), settings_default)
+    try:
+        return scheduler.submit(generation)
+    except QueueFullError:
+        raise busy_error() from None
+
+
+@router.post("/api/v1/generate", dependencies=[RequireKey])
+async def generate(request: Request, scheduler: SchedulerDep, settings: SettingsDep) -> Response:
+    job = await _admit(request, scheduler, settings.defaultgenamt)
+    try:
+        text, outcome = await unless_disconnected(request, scheduler.collect(job))
+    except ClientDisconnectedError:
+        return Response(status_code=499)  # nobody reads it; the job was cancelled
+    if outcome.finish_reason is FinishReason.ERROR:
+        # KoboldCpp answers a failed generation with HTTP 200; a real 500 is honest.
+        raise APIError(500, outcome.error or "generation failed", "server_error")
+    return JSONResponse(adapter.generate_response(text, outcome))
+
+
+@router.post("/api/extra/generate/stream", dependencies=[RequireKey])
+async def generate_stream(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep
+) -> Response:
+    job = await _admit(request, scheduler, settings.defaultgenamt)
+    keepalive = request.app.state.keepalive_seconds
+    return sse_response(_kobold_events(scheduler, job, keepalive))
+
+
+async def _kobold_events(
+    scheduler: Scheduler, job: Job, keepalive: float
+) -> AsyncIterator[ServerSentEvent | None]:
+    async for event in scheduler.events(job, idle_timeout=keepalive):
+        if event is None:
+            yield None
+        elif isinstance(event, TokenEvent):
+            if event.text:
+                yield ServerSentEvent(adapter.token_event_data(event.text), event="message")
+        else:
+            if event.finish_reason is FinishReason.ERROR:
+                # Headers are long gone: report the failure in-band, then end as usual.
+                message = event.error or "generation failed"
+                yield ServerSentEvent(adapter.error_event_data(message), event="error")
+            yield ServerSentEvent(adapter.final_event_data(event), event="message")
+
+
+@router.get("/api/extra/generate/check", dependencies=[RequireKey])
+async def check_get(scheduler: SchedulerDep) -> dict[str, Any]:
+    return {"results": [{"text": scheduler.text_for("")}]}
+
+
+@router.post("/api/extra/generate/check", dependencies=[RequireKey])
+async def check_post(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
+    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
+    return {"results": [{"text": scheduler.text_for(body.genkey)}]}
+
+
+@router.post("/api/extra/abort", dependencies=[RequireKey])
+async def abort(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
+    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
+    result = scheduler.abort(body.genkey)
+    # KoboldCpp sends these as the strings "true"/"false"; clients compare against those.
+    return {"success": _kobold_bool(result.success), "done": _kobold_bool(result.done)}
+
+
+def _kobold_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+@router.get("/api/extra/perf")
+async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> dict[str, Any]:
+    snapshot = scheduler.snapshot()
+    outcome = snapshot.perf.last_outcome
+    prompt_tokens = outcome.prompt_tokens if outcome else 0
+    generated = outcome.completion_tokens if outcome else 0
+    process_time = outcome.prompt_seconds if outcome else 0.0
+    eval_time = outcome.generation_seconds if outcome else 0.0
+    now = time.monotonic()
+    return {
+        # KoboldCpp reports these two as milliseconds per token.
+        "last_process": _per_token_ms(process_time, prompt_tokens),
+        "last_eval": _per_token_ms(eval_time, generated),
+        "last_token_count": generated,
+        "last_input_count": prompt_tokens,
+        "last_process_time": round(process_time, 4),
+        "last_eval_time": round(eval_time, 4),
+        "last_process_speed": _speed(prompt_tokens, process_time),
+        "last_eval_speed": _speed(generated, eval_time),
+        "last_seed": outcome.seed if outcome else -1,
+        "last_draft_success": 0,
+        "last_draft_failed": 0,
+        "total_gens": snapshot.perf.total_gens,
+        "total_img_gens": 0,
+        "total_tts_gens": 0,
+        "total_transcribe_gens": 0,
+        "stop_reason": adapter.perf_stop_reason(outcome),
+        "queue": snapshot.waiting,
+        "idle": 0 if snapshot.running else 1,
+        "hordeexitcounter": -1,
+        "uptime": round(now - snapshot.perf.started_at, 3),
+        "idletime": round(now - snapshot.perf.last_request_at, 3),
+        "quiet": settings.quiet,
+    }
+
+
+def _per_token_ms(seconds: float, tokens: int) -> float:
+    return round(seconds * 1000 / tokens, 3) if tokens else 0.0
+
+
+def _speed(tokens: int, seconds: float) -> float:
+    return round(tokens / seconds, 2) if seconds > 0 else 0.0
+
+
+@router.get("/api/v1/model")
+async def model_name(request: Request, model: ModelInfoDep) -> dict[str, str]:
+    # Clients such as SillyTavern recognise KoboldCpp by this "koboldcpp/" prefix.
+    if not has_valid_key(request):
+        return {"result": "koboldcpp/protected-model"}
+    return {"result": f"koboldcpp/{model.name}"}
+
+
+@router.get("/api/v1/info/version")
+async def api_version() -> dict[str, str]:
+    return {"result": KOBOLDAI_API_VERSION}
+
+
+@router.get("/api/extra/version")
+async def extra_version(settings: SettingsDep) -> dict[str, Any]:
+    return {
+        "result": "KoboldCpp",
+        "version": KOBOLDCPP_COMPAT_VERSION,
+        "server": "Hearth",
+        "hearth_version": __version__,
+        "protected": settings.password is not None,
+        "llm": True,
+        "txt2img": False,
+        "vision": False,
+        "audio": False,
+        "transcribe": False,
+        "multiplayer": False,
+        "websearch": False,
+        "tts": False,
+        "embeddings": False,
+        "music": False,
+        "savedata": False,
+        "admin": 0,
+        "router": False,
+        "guidance": False,
+        "jinja": False,
+        "mcp": False,
+    }
+
+
+@router.get("/api/v1/config/max_context_length")
+async def max_context_length(model: ModelInfoDep) -> dict[str, int]:
+    return {"value": model.context_size}
+
+
+@router.get("/api/extra/true_max_context_length")
+async def true_max_context_length(model: ModelInfoDep) -> dict[str, int]:
+    return {"value": model.context_size}
+
+
+@router.get("/api/v1/config/max_length")
+async def max_length(settings: SettingsDep) -> dict[str, int]:
+    # KoboldCpp reports --hordegenlen here; the default generation amount is what a client
+    # that asks really gets, so Hearth reports that.
+    return {"value": settings.defaultgenamt}
+
+
+@router.post("/api/extra/tokencount", dependencies=[RequireKey])
+@router.post("/api/extra/tokenize", dependencies=[RequireKey])
+async def tokencount(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+    body = await parse_json_body(request, KoboldTokenCountRequest)
+    ids = model.tokenizer.tokenize(body.prompt, special=body.special)
+    return {"value": len(ids), "ids": ids}
+
+
+@router.post("/api/extra/detokenize", dependencies=[RequireKey])
+async def detokenize(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+    body = await parse_json_body(request, KoboldDetokenizeRequest)
+    try:
+        text = model.tokenizer.detokenize(body.ids, special=body.special)
+    except ValueError as exc:
+        raise APIError(
+            400,
+            str(exc),
+            "bad_input",
+            body={"result": "", "success": False, "detail": {"msg": str(exc), "type": "bad_input"}},
+        ) from None
+    return {"result": text, "success": True}

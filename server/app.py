@@ -1,0 +1,55 @@
+"""The app factory: one FastAPI app per loaded engine, with the scheduler in its lifespan."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from server import __version__
+from server.api.deps import ModelInfo
+from server.api.errors import APIError, api_error_handler
+from server.api.kobold.routes import router as kobold_router
+from server.config import HearthSettings
+from server.console import RequestLog
+from server.core.engine import Engine
+from server.core.scheduler import Scheduler
+
+DEFAULT_KEEPALIVE_SECONDS = 5.0
+
+
+def create_app(
+    settings: HearthSettings,
+    engine: Engine,
+    *,
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+    request_log: RequestLog | None = None,
+) -> FastAPI:
+    """Build the HTTP app around an already loaded engine.
+
+    The engine is loaded (and later closed) by the caller, so model loading can show progress
+    before the server starts listening and tests can pass a scripted engine instead.
+    `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment.
+    """
+    log = request_log or RequestLog(quiet=settings.quiet)
+    scheduler = Scheduler(engine, multiuser=settings.multiuser, on_finished=log.finished)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        scheduler.start()
+        try:
+            yield
+        finally:
+            scheduler.stop()
+
+    app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.scheduler = scheduler
+    app.state.model_info = ModelInfo(engine.model_name, engine.context_size, engine)
+    app.state.keepalive_seconds = keepalive_seconds
+    app.state.request_numbers = itertools.count(1)
+    app.add_exception_handler(APIError, api_error_handler)
+    app.include_router(kobold_router)
+    return app

@@ -1,0 +1,97 @@
+"""The one settings model behind the command line, `.kcpps` files and the launcher.
+
+Field names are KoboldCpp's argparse destinations, which are also its `.kcpps` keys, so a file
+moves between KoboldCpp and Hearth in both directions. Keys Hearth does not use are kept
+(`extra="allow"`) and written back unchanged. Import-light on purpose: the launcher imports this
+module without pulling in the engine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_PORT = 5001
+LOOPBACK_HOST = "127.0.0.1"
+
+
+class HearthSettings(BaseModel):
+    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    model_param: str | None = Field(
+        default=None, description="Path of the GGUF text model; none serves the bundled model."
+    )
+    host: str = Field(
+        default="",
+        description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
+    )
+    port_param: int = Field(default=DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
+    threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
+    contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
+    gpulayers: int = Field(default=-1, ge=-1, le=999, description="Layers to offload to a GPU.")
+    multiuser: int = Field(
+        default=10, ge=0, le=1000, description="Requests in flight, the running one included."
+    )
+    parallelrequests: int = Field(
+        default=1, ge=0, le=32, description="Requests generated together (batching)."
+    )
+    batchsize: int = Field(default=512, ge=-1, le=4096, description="Prompt tokens per decode.")
+    password: str | None = Field(default=None, description="Bearer key for the text APIs.")
+    defaultgenamt: int = Field(
+        default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
+    )
+    quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    nofastforward: bool = Field(
+        default=False, description="Never reuse the KV cache of a shared prompt prefix."
+    )
+    skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
+    showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
+
+    @field_validator("model_param", "password", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # KoboldCpp writes "" as often as null for "not set".
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("host", mode="before")
+    @classmethod
+    def _strip_host(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else ("" if value is None else value)
+
+    @property
+    def listen_host(self) -> str:
+        """The address to bind: an empty host means loopback, safer than KoboldCpp's default."""
+        return self.host or LOOPBACK_HOST
+
+    @property
+    def exposed_without_password(self) -> bool:
+        """True when other machines could reach the server and nothing guards it."""
+        return not _is_loopback(self.listen_host) and not self.password
+
+    @property
+    def thread_count(self) -> int:
+        if self.threads > 0:
+            return self.threads
+        return max(1, min(os.cpu_count() or 1, 8))
+
+    def to_kcpps(self) -> dict[str, Any]:
+        """The `.kcpps` JSON object: known keys plus every unknown key read from a file."""
+        data = self.model_dump(mode="json")
+        data.setdefault("istemplate", False)
+        return data
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,98 @@
+"""What the console shows, like KoboldCpp's: the API addresses at start, a line per request."""
+
+from __future__ import annotations
+
+import logging
+
+from server.config import HearthSettings
+from server.core.scheduler import Job
+from server.core.types import FinishReason
+
+logger = logging.getLogger("hearth")
+
+_PREVIEW_CHARS = 120
+
+
+def setup_console_logging() -> None:
+    """Plain lines on stdout; the launcher (a later issue) shows them as its live log."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
+    base = f"http://{_url_host(settings.listen_host)}:{settings.port_param}"
+    return [
+        ("KoboldAI API", f"{base}/api/"),
+        ("KoboldAI stream", f"{base}/api/extra/generate/stream"),
+    ]
+
+
+def announce_start(settings: HearthSettings, model_name: str) -> None:
+    logger.info("Hearth is serving %s", model_name)
+    for label, url in api_addresses(settings):
+        logger.info("  %-16s %s", label + ":", url)
+    if settings.exposed_without_password:
+        logger.warning(
+            "WARNING: listening on %s without --password: anyone who can reach this machine "
+            "can use the model.",
+            settings.listen_host,
+        )
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::"):
+        return "localhost"
+    return f"[{host}]" if ":" in host else host
+
+
+class RequestLog:
+    """Writes one line per finished request: tokens, timings, speed and how it ended."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self._quiet = quiet
+
+    def finished(self, job: Job) -> None:
+        outcome = job.outcome
+        if outcome is None:
+            return
+        request = job.request
+        ttft = (
+            f"{outcome.time_to_first_token:.2f}s"
+            if outcome.time_to_first_token is not None
+            else "-"
+        )
+        seconds = outcome.prompt_seconds + outcome.generation_seconds
+        speed = (
+            outcome.completion_tokens / outcome.generation_seconds
+            if outcome.generation_seconds > 0
+            else 0.0
+        )
+        cancelled = outcome.finish_reason is FinishReason.CANCELLED
+        stop = "stop string" if outcome.stop_sequence is not None else outcome.finish_reason.value
+        logger.info(
+            "[%s] prompt %d tokens (%d cached), generated %d tokens, first token %s, "
+            "%.2fs, %.1f tokens/s, stop: %s%s",
+            request.request_id,
+            outcome.prompt_tokens,
+            outcome.reused_prompt_tokens,
+            outcome.completion_tokens,
+            ttft,
+            seconds,
+            speed,
+            stop,
+            ", cancelled" if cancelled else "",
+        )
+        if outcome.error:
+            logger.info("[%s] error: %s", request.request_id, outcome.error)
+        if not self._quiet:
+            logger.info("[%s] input: %r", request.request_id, _preview(request.prompt))
+            logger.info("[%s] output: %r", request.request_id, _preview(job.text))
+
+
+def _preview(text: str) -> str:
+    if len(text) <= _PREVIEW_CHARS:
+        return text
+    return "…" + text[-_PREVIEW_CHARS:]

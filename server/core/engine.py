@@ -1,0 +1,46 @@
+"""What the scheduler needs from a model, as a Protocol, so tests can swap in a scripted engine.
+
+The real implementation is `server.core.llama_engine.LlamaCppEngine`, the only module that
+imports llama_cpp.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Protocol
+
+from server.core.types import EngineEvent, GenerationRequest
+
+
+class Tokenizer(Protocol):
+    """Read-only access to the model's vocabulary; safe to call from any thread."""
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+
+    def detokenize(self, ids: list[int], special: bool = True) -> str: ...
+
+
+class Engine(Tokenizer, Protocol):
+    """A loaded model that turns one request into a stream of events.
+
+    `generate` runs on the scheduler's worker thread. It must yield `TokenEvent`s as text becomes
+    safe to send and end with exactly one `GenerationOutcome`; it checks `cancelled` between
+    tokens so an abort or a departed client stops work within one token.
+    """
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def context_size(self) -> int: ...
+
+    def generate(
+        self, request: GenerationRequest, cancelled: threading.Event
+    ) -> Iterator[EngineEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class EngineError(RuntimeError):
+    """A failure inside the engine that should end one request, not the server."""

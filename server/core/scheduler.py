@@ -1,0 +1,343 @@
+"""KoboldCpp's request queue, done better: strict arrival order, and every place freed at once.
+
+One worker thread owns the engine. Requests from the event loop are admitted (or refused when
+the queue is full) synchronously by `submit`, so the refusal can still be a real HTTP 503 before
+any byte of a response goes out. Each job carries its own `asyncio.Queue`; the worker feeds it
+with `loop.call_soon_threadsafe`, which is the only crossing point between the two worlds.
+
+Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
+- waiters are served first come, first served (KoboldCpp's lock gives no order);
+- an aborted or abandoned waiter leaves the queue immediately instead of at its turn;
+- several pending aborts can exist (KoboldCpp keeps a single `pendingabortkey`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+
+from server.core.engine import Engine
+from server.core.types import (
+    EngineEvent,
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenEvent,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MULTIUSER = 10
+_REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
+
+
+def waiting_places(multiuser: int) -> int:
+    """How many requests may wait behind the running one for a `--multiuser` value.
+
+    KoboldCpp's table: 0 (or less) means no queue, 1 is the legacy "on" value meaning 10,
+    N >= 2 allows N-1 to wait so that N are in flight.
+    """
+    if multiuser <= 0:
+        return 0
+    if multiuser == 1:
+        return DEFAULT_MULTIUSER - 1
+    return multiuser - 1
+
+
+class QueueFullError(Exception):
+    """Raised by `submit` when no place is free; the API answers 503."""
+
+
+class JobState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """One admitted request, as the API layer and the worker thread both see it."""
+
+    request: GenerationRequest
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[EngineEvent] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    state: JobState = JobState.QUEUED
+    text_parts: list[str] = field(default_factory=list)
+    outcome: GenerationOutcome | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def text(self) -> str:
+        """Everything generated so far (what /api/extra/generate/check shows)."""
+        return "".join(self.text_parts)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortResult:
+    success: bool
+    done: bool
+
+
+@dataclass(slots=True)
+class PerfCounters:
+    """Figures of the last finished generation and totals, for /api/extra/perf."""
+
+    last_outcome: GenerationOutcome | None = None
+    total_gens: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    last_request_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    waiting: int
+    running: int
+    perf: PerfCounters
+
+
+FinishedCallback = Callable[[Job], None]
+
+
+class Scheduler:
+    """Runs one generation at a time, in arrival order, with a bounded waiting line."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        multiuser: int = DEFAULT_MULTIUSER,
+        on_finished: FinishedCallback | None = None,
+    ) -> None:
+        self._engine = engine
+        self._max_waiting = waiting_places(multiuser)
+        self._on_finished = on_finished
+        self._lock = threading.Condition()
+        self._waiting: deque[Job] = deque()
+        self._running: Job | None = None
+        self._last_finished: Job | None = None
+        self._finished_by_genkey: OrderedDict[str, Job] = OrderedDict()
+        self._perf = PerfCounters()
+        self._stopping = False
+        self._worker: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._worker = threading.Thread(target=self._work, name="hearth-generation", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        """Cancel everything, stop the worker and wait for it (the engine is then idle)."""
+        with self._lock:
+            self._stopping = True
+            if self._running is not None:
+                self._running.cancelled.set()
+            abandoned = list(self._waiting)
+            self._waiting.clear()
+            self._lock.notify_all()
+        for job in abandoned:
+            self._finish_without_running(job)
+        if self._worker is not None:
+            self._worker.join()
+
+    # -- admission (event-loop thread) ----------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> Job:
+        """Admit a request or raise `QueueFullError`. Call from the event loop's thread."""
+        job = Job(request=request, loop=asyncio.get_running_loop())
+        with self._lock:
+            self._perf.last_request_at = time.monotonic()
+            # Count in-flight requests, not the line alone: a job the worker has not picked up
+            # yet is about to run, not waiting behind the running one.
+            in_flight = len(self._waiting) + (self._running is not None)
+            if in_flight > self._max_waiting:
+                raise QueueFullError
+            self._waiting.append(job)
+            self._lock.notify()
+        return job
+
+    async def events(
+        self, job: Job, idle_timeout: float | None = None
+    ) -> AsyncIterator[EngineEvent | None]:
+        """Yield a job's events until its outcome. Leaving early (client gone) cancels it.
+
+        With `idle_timeout`, `None` is yielded whenever nothing happened for that long (the job
+        waits in line or reads a long prompt), so a stream can send a keep-alive.
+        """
+        try:
+            while True:
+                try:
+                    event = job.events.get_nowait()  # the hot path while tokens flow
+                except asyncio.QueueEmpty:
+                    try:
+                        event = await asyncio.wait_for(job.events.get(), idle_timeout)
+                    except TimeoutError:
+                        yield None
+                        continue
+                yield event
+                if isinstance(event, GenerationOutcome):
+                    return
+        finally:
+            # Reached on CancelledError/GeneratorExit too: the consumer is gone, so is the job.
+            if job.state is not JobState.DONE:
+                self.cancel(job)
+
+    async def collect(self, job: Job) -> tuple[str, GenerationOutcome]:
+        """Run a job to its end and return all its text with the outcome (non-streaming)."""
+        parts: list[str] = []
+        async for event in self.events(job):
+            if isinstance(event, TokenEvent):
+                parts.append(event.text)
+            elif isinstance(event, GenerationOutcome):
+                return "".join(parts), event
+        raise RuntimeError("job ended without an outcome")  # pragma: no cover - engine contract
+
+    # -- control (any thread) ---------------------------------------------------------------
+
+    def cancel(self, job: Job) -> None:
+        """Stop a running job within a token, or take a waiting one out of the line now."""
+        job.cancelled.set()
+        with self._lock:
+            try:
+                self._waiting.remove(job)
+            except ValueError:
+                return  # running (the worker sees the flag) or already done
+        self._finish_without_running(job)
+
+    def abort(self, genkey: str = "") -> AbortResult:
+        """/api/extra/abort: with a genkey, only that user's request, running or waiting.
+
+        Without one, KoboldCpp's rule: the running request, if it has no genkey or nobody waits.
+        """
+        target: Job | None
+        with self._lock:
+            running = self._running
+            if genkey:
+                if running is not None and running.request.genkey == genkey:
+                    target = running
+                else:
+                    target = next((j for j in self._waiting if j.request.genkey == genkey), None)
+            elif running is not None and (not running.request.genkey or not self._waiting):
+                target = running
+            else:
+                target = None
+        if target is None:
+            return AbortResult(success=False, done=False)
+        self.cancel(target)
+        return AbortResult(success=True, done=True)
+
+    def text_for(self, genkey: str = "") -> str:
+        """/api/extra/generate/check: a user's own text so far; never someone else's.
+
+        A waiting request shows empty text. Without a genkey only an anonymous generation
+        (one that also had no genkey) is visible, so keyed users stay private.
+        """
+        with self._lock:
+            if genkey:
+                job = self._find_by_genkey(genkey)
+            else:
+                job = self._running or self._last_finished
+                if job is not None and job.request.genkey:
+                    job = None
+            if job is None or job.state is JobState.QUEUED:
+                return ""
+            return job.text
+
+    def snapshot(self) -> QueueSnapshot:
+        with self._lock:
+            # A job the worker has not picked up yet counts as running, as in `submit`.
+            in_flight = len(self._waiting) + (self._running is not None)
+            return QueueSnapshot(
+                waiting=max(in_flight - 1, 0), running=min(in_flight, 1), perf=self._perf
+            )
+
+    # -- worker thread ----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiting and not self._stopping:
+                    self._lock.wait()
+                if self._stopping:
+                    return
+                job = self._waiting.popleft()
+                job.state = JobState.RUNNING
+                self._running = job
+            outcome = self._run(job)
+            with self._lock:
+                self._running = None
+                self._record_finished(job, outcome)
+            self._deliver(job, outcome)
+            self._report(job)
+
+    def _run(self, job: Job) -> GenerationOutcome:
+        request = job.request
+        if request.sampling.seed < 0:
+            # Pick the seed here so perf can report the one really used, as KoboldCpp does.
+            request = replace(request, sampling=replace(request.sampling, seed=_random_seed()))
+        try:
+            for event in self._engine.generate(request, job.cancelled):
+                if isinstance(event, GenerationOutcome):
+                    return event
+                job.text_parts.append(event.text)
+                self._deliver(job, event)
+        except Exception as exc:
+            logger.exception("generation %s failed", request.request_id)
+            return GenerationOutcome(FinishReason.ERROR, seed=request.sampling.seed, error=str(exc))
+        return GenerationOutcome(FinishReason.ERROR, error="engine ended without an outcome")
+
+    def _finish_without_running(self, job: Job) -> None:
+        outcome = GenerationOutcome(FinishReason.CANCELLED)
+        with self._lock:
+            self._record_finished(job, outcome)
+        self._deliver(job, outcome)
+        self._report(job)
+
+    def _record_finished(self, job: Job, outcome: GenerationOutcome) -> None:
+        """Book-keeping under the lock once a job is over."""
+        job.state = JobState.DONE
+        job.outcome = outcome
+        ran = outcome.prompt_tokens > 0 or outcome.completion_tokens > 0
+        if ran or outcome.finish_reason is not FinishReason.CANCELLED:
+            self._perf.last_outcome = outcome
+            self._perf.total_gens += 1
+            self._last_finished = job
+        key = job.request.genkey
+        if key:
+            self._finished_by_genkey[key] = job
+            self._finished_by_genkey.move_to_end(key)
+            while len(self._finished_by_genkey) > _REMEMBERED_GENKEYS:
+                self._finished_by_genkey.popitem(last=False)
+
+    def _find_by_genkey(self, genkey: str) -> Job | None:
+        if self._running is not None and self._running.request.genkey == genkey:
+            return self._running
+        for job in self._waiting:
+            if job.request.genkey == genkey:
+                return job
+        return self._finished_by_genkey.get(genkey)
+
+    @staticmethod
+    def _deliver(job: Job, event: EngineEvent) -> None:
+        # The loop may already be closed at shutdown; then nobody is listening anyway.
+        with contextlib.suppress(RuntimeError):
+            job.loop.call_soon_threadsafe(job.events.put_nowait, event)
+
+    def _report(self, job: Job) -> None:
+        if self._on_finished is not None:
+            try:
+                self._on_finished(job)
+            except Exception:
+                logger.exception("finished-request callback failed")
+
+
+def _random_seed() -> int:
+    return random.randrange(1 << 31)

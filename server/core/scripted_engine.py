@@ -1,0 +1,103 @@
+"""ScriptedEngine: a model stand-in that replays fixed token pieces, for protocol tests and for
+measuring the HTTP path alone (no model time). It follows the same Engine contract as
+LlamaCppEngine and uses the same text pipeline, so stop strings and UTF-8 behave identically.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from server.core.engine import EngineError
+from server.core.text_stream import TokenTextPipeline
+from server.core.types import (
+    EngineEvent,
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenEvent,
+)
+
+
+class ScriptedEngine:
+    """Emits `pieces` in order (cycling when a request wants more), one per `token_seconds`.
+
+    `fail_after`: raise an EngineError after that many tokens, to exercise failure paths.
+    `end_after`: behave as if the model produced its end-of-sequence token after that many.
+    """
+
+    def __init__(
+        self,
+        pieces: Sequence[bytes] = (b"Hello", b",", b" world", b"!"),
+        *,
+        token_seconds: float = 0.0,
+        fail_after: int | None = None,
+        end_after: int | None = None,
+        context_size: int = 4096,
+    ) -> None:
+        self._pieces = list(pieces)
+        self._token_seconds = token_seconds
+        self._fail_after = fail_after
+        self._end_after = end_after
+        self._context_size = context_size
+        self.requests: list[GenerationRequest] = []
+
+    @property
+    def model_name(self) -> str:
+        return "scripted"
+
+    @property
+    def context_size(self) -> int:
+        return self._context_size
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def detokenize(self, ids: list[int], special: bool = True) -> str:
+        if any(not 0 <= i < 256 for i in ids):
+            raise ValueError("token ids out of range 0..255")
+        return bytes(ids).decode("utf-8", errors="replace")
+
+    def generate(
+        self, request: GenerationRequest, cancelled: threading.Event
+    ) -> Iterator[EngineEvent]:
+        self.requests.append(request)
+        started = time.perf_counter()
+        pipeline = TokenTextPipeline(request.stop, request.trim_stop)
+        finish = FinishReason.LENGTH
+        stop_sequence: str | None = None
+        first_text_at: float | None = None
+        generated = 0
+        while generated < request.max_tokens:
+            if cancelled.wait(self._token_seconds) if self._token_seconds else cancelled.is_set():
+                finish = FinishReason.CANCELLED
+                break
+            if self._fail_after is not None and generated >= self._fail_after:
+                raise EngineError("scripted failure")
+            if self._end_after is not None and generated >= self._end_after:
+                finish = FinishReason.STOP
+                break
+            piece = self._pieces[generated % len(self._pieces)]
+            generated += 1
+            text, stop_sequence = pipeline.push(piece)
+            if text:
+                first_text_at = first_text_at or time.perf_counter()
+                yield TokenEvent(text)
+            if stop_sequence is not None:
+                finish = FinishReason.STOP
+                break
+        if stop_sequence is None and (rest := pipeline.finish()):
+            yield TokenEvent(rest)
+        yield GenerationOutcome(
+            finish,
+            prompt_tokens=len(self.tokenize(request.memory + request.prompt)),
+            completion_tokens=generated,
+            generation_seconds=time.perf_counter() - started,
+            time_to_first_token=None if first_text_at is None else first_text_at - started,
+            seed=request.sampling.seed,
+            stop_sequence=stop_sequence,
+        )
+
+    def close(self) -> None:
+        pass

