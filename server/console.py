@@ -34,6 +34,11 @@ def announce_start(settings: HearthSettings, model_name: str) -> None:
     logger.info("Hearth is serving %s", model_name)
     for label, url in api_addresses(settings):
         logger.info("  %-16s %s", label + ":", url)
+    if settings.parallelrequests > 1:
+        logger.warning(
+            "Note: --parallelrequests %d is not implemented yet; requests run one at a time.",
+            settings.parallelrequests,
+        )
     if settings.exposed_without_password:
         logger.warning(
             "WARNING: listening on %s without --password: anyone who can reach this machine "
