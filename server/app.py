@@ -7,11 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from server import __version__
+from server.api.anthropic.routes import router as anthropic_router
 from server.api.deps import ModelInfo
 from server.api.errors import APIError, api_error_handler
 from server.api.kobold.routes import router as kobold_router
+from server.api.ollama.routes import router as ollama_router
+from server.api.openai.routes import router as openai_router
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.engine import Engine
@@ -47,9 +51,20 @@ def create_app(
     app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.scheduler = scheduler
-    app.state.model_info = ModelInfo(engine.model_name, engine.context_size, engine)
+    app.state.model_info = ModelInfo(
+        engine.model_name, engine.context_size, engine, engine.chat_template
+    )
     app.state.keepalive_seconds = keepalive_seconds
     app.state.request_numbers = itertools.count(1)
     app.add_exception_handler(APIError, api_error_handler)
-    app.include_router(kobold_router)
+    # Browsers may call the API straight from a page (hosted APIs often refuse this).
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["*"],
+        allow_headers=["*"],
+        max_age=600,
+    )
+    for router in (kobold_router, openai_router, anthropic_router, ollama_router):
+        app.include_router(router)
     return app

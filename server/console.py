@@ -27,6 +27,9 @@ def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
     return [
         ("KoboldAI API", f"{base}/api/"),
         ("KoboldAI stream", f"{base}/api/extra/generate/stream"),
+        ("OpenAI API", f"{base}/v1/"),
+        ("Anthropic API", f"{base}/v1/messages"),
+        ("Ollama API", f"{base}/api/chat"),
     ]
 
 

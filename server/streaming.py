@@ -12,14 +12,17 @@ scheduler as `CancelledError` and frees the request's place at once.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request
+from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-KEEPALIVE_COMMENT = "keep-alive"
+KEEPALIVE_BYTES = b": keep-alive\n\n"
+SSE_LINE_END = "\n"
 # sse-starlette's own periodic ping is not needed: keep-alives are sent only when silent.
 _NO_PERIODIC_PING = 24 * 3600
 
@@ -30,20 +33,38 @@ class ClientDisconnectedError(Exception):
     """The client left before a non-streamed answer was ready."""
 
 
+def ndjson_response(lines: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
+    """Ollama's framing: one compact JSON object per line. Heartbeats must be valid objects,
+    so the dialect sends those itself."""
+    return StreamingResponse(
+        _encode_lines(lines), media_type="application/x-ndjson", headers=STREAM_HEADERS
+    )
+
+
+async def _encode_lines(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async for line in lines:
+        yield json.dumps(line).encode() + b"\n"
+
+
 def sse_response(events: AsyncIterator[ServerSentEvent | None]) -> EventSourceResponse:
     return EventSourceResponse(
-        _with_keepalive_comments(events),
+        _encoded(events),
         headers=STREAM_HEADERS,
-        sep="\n",
+        sep=SSE_LINE_END,
         ping=_NO_PERIODIC_PING,
     )
 
 
-async def _with_keepalive_comments(
-    events: AsyncIterator[ServerSentEvent | None],
-) -> AsyncIterator[ServerSentEvent]:
+async def _encoded(events: AsyncIterator[ServerSentEvent | None]) -> AsyncIterator[bytes]:
     async for event in events:
-        yield ServerSentEvent(comment=KEEPALIVE_COMMENT) if event is None else event
+        yield KEEPALIVE_BYTES if event is None else encode_event(event)
+
+
+def encode_event(event: ServerSentEvent) -> bytes:
+    """One SSE event with LF line ends (sse-starlette's own default is CRLF, which naive
+    line-based clients mis-split). Payloads are single-line JSON, so no data splitting."""
+    head = f"event: {event.event}\n" if event.event else ""
+    return f"{head}data: {event.data}\n\n".encode()
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:

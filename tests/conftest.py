@@ -47,12 +47,12 @@ class RunningServer:
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)  # type: ignore[arg-type]
 
-    def wait_for_output(self, text: str, timeout: float = 10.0) -> str:
-        """Block until a printed line contains `text`; return that line."""
+    def wait_for_output(self, text: str, timeout: float = 10.0, after: int = 0) -> str:
+        """Block until a printed line (from line `after` on) contains `text`; return it."""
         deadline = time.monotonic() + timeout
         with self.output_changed:
             while True:
-                for line in self.output:
+                for line in self.output[after:]:
                     if text in line:
                         return line
                 remaining = deadline - time.monotonic()

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from server.api.errors import unauthorized_error
+from server.api.errors import Dialect, unauthorized_error
 from server.config import HearthSettings
+from server.core.chat import ChatTemplate
 from server.core.engine import Tokenizer
 from server.core.scheduler import Scheduler
 
@@ -24,6 +25,7 @@ class ModelInfo:
     name: str
     context_size: int
     tokenizer: Tokenizer
+    chat_template: ChatTemplate
 
 
 def get_scheduler(request: Request) -> Scheduler:
@@ -42,24 +44,33 @@ def get_model_info(request: Request) -> ModelInfo:
 
 
 def has_valid_key(request: Request) -> bool:
-    """True when no password is set, or the request carries it as a Bearer token."""
+    """True when no password is set, or the request carries it.
+
+    Accepted: `Authorization: Bearer PW` (KoboldCpp, OpenAI, Ollama clients) and Anthropic's
+    `x-api-key: PW`, which KoboldCpp ignores so Anthropic SDKs cannot authenticate there.
+    """
     password: str | None = request.app.state.settings.password
     if not password:
         return True
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    # Constant-time comparison: the password guards a network service.
-    return hmac.compare_digest(token.strip().encode(), password.encode())
+    expected = password.encode()
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    # Constant-time comparisons: the password guards a network service.
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected):
+        return True
+    api_key = request.headers.get("x-api-key", "").strip().encode()
+    return bool(api_key) and hmac.compare_digest(api_key, expected)
 
 
-def require_key(request: Request) -> None:
-    if not has_valid_key(request):
-        raise unauthorized_error()
+def key_required(dialect: Dialect) -> Any:
+    """A route dependency refusing requests without the password, in `dialect`'s error shape."""
+
+    def require_key(request: Request) -> None:
+        if not has_valid_key(request):
+            raise unauthorized_error(dialect)
+
+    return Depends(require_key)
 
 
 SchedulerDep = Annotated[Scheduler, Depends(get_scheduler)]
 SettingsDep = Annotated[HearthSettings, Depends(get_settings)]
 ModelInfoDep = Annotated[ModelInfo, Depends(get_model_info)]
-RequireKey = Depends(require_key)

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import Protocol
 
+from server.core.chat import ChatTemplate
 from server.core.types import EngineEvent, GenerationRequest
 
 
@@ -34,6 +35,11 @@ class Engine(Tokenizer, Protocol):
 
     @property
     def context_size(self) -> int: ...
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        """How chat messages become this model's prompt (its own template or a built-in)."""
+        ...
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event

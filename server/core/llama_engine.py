@@ -12,6 +12,7 @@ only decodes what differs ("fast forwarding" in KoboldCpp's words).
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import re
 import threading
@@ -21,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import llama_cpp as llama
+from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from server.config import HearthSettings
+from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
@@ -62,12 +65,18 @@ class LlamaCppEngine:
         self._add_bos = bool(llama.llama_vocab_get_add_bos(self._vocab))
         self._reuse_prefix = not settings.nofastforward
         self._name = model_display_name(path)
+        self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
         self._end_tokens = [
             t for t in range(self._n_vocab) if llama.llama_vocab_is_eog(self._vocab, t)
         ]
         self._batch = llama.llama_batch_init(self._n_batch, 0, 1)
+        self._chat_template = ChatTemplate(
+            self._metadata("tokenizer.chat_template"),
+            self._metadata("general.architecture") or "",
+            bos_token=self._token_bytes(llama.llama_vocab_bos(self._vocab), True).decode(),
+            eos_token=self._token_bytes(llama.llama_vocab_eos(self._vocab), True).decode(),
+        )
         self._cached_tokens: list[int] = []  # what sequence 0 of the KV cache holds
-        self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -123,6 +132,10 @@ class LlamaCppEngine:
     def context_size(self) -> int:
         return self._n_ctx
 
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._chat_template
+
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return self._tokenize(text, add_bos=self._add_bos, parse_special=special)
 
@@ -137,6 +150,14 @@ class LlamaCppEngine:
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
         started = time.perf_counter()
+        schema = request.json_schema
+        decision = request.schema_decision_prompt
+        if (
+            schema is not None
+            and decision is not None
+            and not self._model_says_yes(decision, cancelled)
+        ):
+            schema = None
         max_tokens, prompt = self._fit_to_context(request)
         reused = self._prepare_cache(prompt)
         for start in range(reused, len(prompt), self._n_batch):
@@ -152,7 +173,7 @@ class LlamaCppEngine:
             self._decode(chunk, first_position=start, want_logits=start + len(chunk) == len(prompt))
         prompt_done = time.perf_counter()
 
-        sampler = self._build_sampler(request.sampling, prompt)
+        sampler = self._build_sampler(request.sampling, prompt, _schema_grammar(schema))
         pipeline = TokenTextPipeline(request.stop, request.trim_stop)
         finish = FinishReason.LENGTH
         stop_sequence: str | None = None
@@ -195,6 +216,7 @@ class LlamaCppEngine:
             seed=request.sampling.seed,
             stop_sequence=stop_sequence,
             reused_prompt_tokens=reused,
+            constrained=schema is not None,
         )
 
     def close(self) -> None:
@@ -207,6 +229,14 @@ class LlamaCppEngine:
             llama.llama_model_free(self._model)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _metadata(self, key: str) -> str | None:
+        size = llama.llama_model_meta_val_str(self._model, key.encode(), None, 0)
+        if size < 0:
+            return None
+        buffer = ctypes.create_string_buffer(size + 1)
+        llama.llama_model_meta_val_str(self._model, key.encode(), buffer, size + 1)
+        return buffer.value.decode("utf-8", errors="replace")
 
     def _tokenize(self, text: str, *, add_bos: bool, parse_special: bool) -> list[int]:
         data = text.encode("utf-8")
@@ -285,10 +315,39 @@ class LlamaCppEngine:
             raise EngineError(f"llama_decode failed with status {status}")
         self._cached_tokens.extend(tokens)
 
-    def _build_sampler(self, sampling: SamplingParams, prompt: list[int]) -> Any:
+    def _model_says_yes(self, question_prompt: str, cancelled: threading.Event) -> bool:
+        """A hidden, grammar-bound yes/no answer (greedy), e.g. "does this need a tool?"."""
+        prompt = self._tokenize(question_prompt, add_bos=self._add_bos, parse_special=True)
+        prompt = prompt[-(self._n_ctx - 4) :]
+        reused = self._prepare_cache(prompt)
+        for start in range(reused, len(prompt), self._n_batch):
+            if cancelled.is_set():
+                return False
+            chunk = prompt[start : start + self._n_batch]
+            self._decode(chunk, first_position=start, want_logits=start + len(chunk) == len(prompt))
+        sampler = self._build_sampler(SamplingParams(temperature=0.0), prompt, _YES_NO_GRAMMAR)
+        try:
+            token = llama.llama_sampler_sample(sampler, self._context, -1)
+        finally:
+            llama.llama_sampler_free(sampler)
+        answer = self._token_bytes(token, special=False).decode("utf-8", errors="replace")
+        logger.info("Tool decision: %s", answer.strip() or "(nothing)")
+        return answer.strip().lower().startswith("y")
+
+    def _build_sampler(
+        self, sampling: SamplingParams, prompt: list[int], grammar: str | None = None
+    ) -> Any:
         chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
         add = llama.llama_sampler_chain_add
-        if sampling.ban_eos and self._end_tokens:
+        if grammar is not None:
+            # First in the chain, over the whole vocabulary: later samplers then only ever see
+            # tokens the grammar allows, so sampling can never get stuck.
+            constraint = llama.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
+            if not constraint:
+                llama.llama_sampler_free(chain)
+                raise EngineError("llama.cpp rejected the grammar for this request")
+            add(chain, constraint)
+        if sampling.ban_eos and grammar is None and self._end_tokens:
             biases = (llama.llama_logit_bias * len(self._end_tokens))()
             for slot, token in zip(biases, self._end_tokens, strict=True):
                 slot.token = token
@@ -319,6 +378,19 @@ class LlamaCppEngine:
             for token in prompt[-(sampling.rep_pen_range or len(prompt)) :]:
                 llama.llama_sampler_accept(chain, token)
         return chain
+
+
+# One token is enough: " yes"/" no" style pieces are single tokens in every common vocabulary.
+_YES_NO_GRAMMAR = 'root ::= "yes" | "no" | "Yes" | "No"'
+
+
+def _schema_grammar(schema: dict[str, Any] | None) -> str | None:
+    if schema is None:
+        return None
+    try:
+        return str(json_schema_to_gbnf(json.dumps(schema)))
+    except Exception as exc:  # the converter raises assorted errors on unsupported schemas
+        raise EngineError(f"cannot turn this JSON schema into a grammar: {exc}") from exc
 
 
 class _ProgressReporter:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
+from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
@@ -42,6 +43,7 @@ class ScriptedEngine:
         self._end_after = end_after
         self._context_size = context_size
         self.requests: list[GenerationRequest] = []
+        self._chat_template = ChatTemplate(None, "gemma3")
 
     @property
     def model_name(self) -> str:
@@ -50,6 +52,10 @@ class ScriptedEngine:
     @property
     def context_size(self) -> int:
         return self._context_size
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._chat_template
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return list(text.encode("utf-8"))
@@ -97,6 +103,7 @@ class ScriptedEngine:
             time_to_first_token=None if first_text_at is None else first_text_at - started,
             seed=request.sampling.seed,
             stop_sequence=stop_sequence,
+            constrained=request.json_schema is not None,
         )
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class FinishReason(enum.Enum):
@@ -50,6 +51,11 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     trim_stop: bool = True
     genkey: str = ""
+    # Constrain the whole reply to this JSON schema (tool calls, JSON response formats).
+    json_schema: dict[str, Any] | None = None
+    # With a schema: first ask the model this yes/no prompt; "no" means reply freely instead.
+    # (KoboldCpp's pre-poll for tool_choice "auto".)
+    schema_decision_prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,7 @@ class GenerationOutcome:
     stop_sequence: str | None = None  # the stop string that ended it, if any
     error: str | None = None
     reused_prompt_tokens: int = 0  # prompt tokens served from the KV cache
+    constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
 
 
 EngineEvent = TokenEvent | GenerationOutcome

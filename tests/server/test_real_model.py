@@ -104,9 +104,10 @@ def test_stream_sends_tokens_one_by_one(hearth: RunningServer) -> None:
 
 
 def test_request_log_line(hearth: RunningServer) -> None:
+    printed_before = len(hearth.output)
     with hearth.client() as client:
         client.post(GENERATE, json={"prompt": "The log line", "max_length": 5, **STEADY})
-    line = hearth.wait_for_output("generated 5 tokens")
+    line = hearth.wait_for_output("generated 5 tokens", after=printed_before)
     assert re.search(
         r"prompt \d+ tokens \(\d+ cached\), generated 5 tokens, first token "
         r"[\d.]+s, [\d.]+s, [\d.]+ tokens/s, stop: length",
@@ -302,10 +303,11 @@ def test_info_and_token_endpoints(hearth: RunningServer) -> None:
 
 def test_prefix_of_previous_prompt_is_reused(hearth: RunningServer) -> None:
     prompt = "A shared introduction that both requests start with. " * 20
+    printed_before = len(hearth.output)
     with hearth.client() as client:
         client.post(GENERATE, json={"prompt": prompt + "First", "max_length": 2, **STEADY})
         client.post(GENERATE, json={"prompt": prompt + "Second", "max_length": 3, **STEADY})
-    line = hearth.wait_for_output("generated 3 tokens")
+    line = hearth.wait_for_output("generated 3 tokens", after=printed_before)
     match = re.search(r"prompt (\d+) tokens \((\d+) cached\)", line)
     assert match is not None
     total, cached = int(match.group(1)), int(match.group(2))

@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import ServerSentEvent
 
 from server import __version__
-from server.api.deps import ModelInfoDep, RequireKey, SchedulerDep, SettingsDep, has_valid_key
-from server.api.errors import APIError, busy_error, parse_json_body
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_valid_key, key_required
+from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
 from server.api.kobold import adapter
 from server.api.kobold.schemas import (
     KoboldDetokenizeRequest,
@@ -33,6 +33,7 @@ KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
 
 router = APIRouter(tags=["KoboldAI"])
+RequireKey = key_required(Dialect.KOBOLD)
 
 
 def _new_request_id(request: Request) -> str:
@@ -59,7 +60,7 @@ async def generate(request: Request, scheduler: SchedulerDep, settings: Settings
         return Response(status_code=499)  # nobody reads it; the job was cancelled
     if outcome.finish_reason is FinishReason.ERROR:
         # KoboldCpp answers a failed generation with HTTP 200; a real 500 is honest.
-        raise APIError(500, outcome.error or "generation failed", "server_error")
+        raise APIError(500, outcome.error or "generation failed", ErrorKind.SERVER)
     return JSONResponse(adapter.generate_response(text, outcome))
 
 
@@ -230,7 +231,6 @@ async def detokenize(request: Request, model: ModelInfoDep) -> dict[str, Any]:
         raise APIError(
             400,
             str(exc),
-            "bad_input",
             body={"result": "", "success": False, "detail": {"msg": str(exc), "type": "bad_input"}},
         ) from None
     return {"result": text, "success": True}

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.core.scheduler import QueueFullError, Scheduler, waiting_places
+from server.core.scheduler import JobState, QueueFullError, Scheduler, waiting_places
 from server.core.scripted_engine import ScriptedEngine
 from server.core.types import FinishReason, GenerationRequest
 
@@ -44,6 +44,8 @@ def test_full_queue_refuses_and_a_cancelled_waiter_frees_its_place_at_once() -> 
         scheduler.start()
         try:
             running = scheduler.submit(request("running", tokens=50))
+            while running.state is not JobState.RUNNING:
+                await asyncio.sleep(0.001)
             waiting = scheduler.submit(request("waiting"))
             with pytest.raises(QueueFullError):
                 scheduler.submit(request("refused"))

@@ -1,0 +1,159 @@
+"""Anthropic endpoints: /v1/messages (streamed or not) and /v1/messages/count_tokens.
+
+Every stream event carries its SSE name (the SDK drops unnamed events) and the same `type` in
+its data. A failure after the stream began is Anthropic's `event: error`, which the SDK raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import ServerSentEvent
+
+from server.api import common
+from server.api.anthropic import adapter
+from server.api.anthropic.schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
+from server.api.deps import ModelInfoDep, SchedulerDep, key_required
+from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.core.chat import ChatTemplateError
+from server.core.scheduler import Job, Scheduler
+from server.core.types import GenerationOutcome, TokenEvent
+from server.streaming import ClientDisconnectedError, sse_response
+
+router = APIRouter(tags=["Anthropic"])
+RequireKey = key_required(Dialect.ANTHROPIC)
+
+
+def _sse(named: tuple[str, str]) -> ServerSentEvent:
+    name, data = named
+    return ServerSentEvent(data, event=name)
+
+
+@router.post("/v1/messages", dependencies=[RequireKey])
+async def messages(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+    body = await parse_json_body(request, AnthropicMessagesRequest, Dialect.ANTHROPIC)
+    message_id = common.new_id("msg_")
+    plan = adapter.messages_plan(body, model.chat_template, message_id)
+    job = common.submit(scheduler, plan.generation)
+    if body.stream:
+        return sse_response(_message_events(request, scheduler, job, plan, model.name))
+    try:
+        text, outcome = await common.run_to_end(request, scheduler, job)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    if common.failed(outcome):
+        raise APIError(500, common.failure_message(outcome), ErrorKind.SERVER, Dialect.ANTHROPIC)
+    answer = common.read_answer(plan, text, outcome)
+    return JSONResponse(adapter.message_object(message_id, model.name, plan, answer))
+
+
+@router.post("/v1/messages/count_tokens", dependencies=[RequireKey])
+async def count_tokens(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+    body = await parse_json_body(request, AnthropicCountTokensRequest, Dialect.ANTHROPIC)
+    try:
+        rendered = model.chat_template.render(
+            adapter.chat_messages(body.system, body.messages), adapter.tools_of(body.tools)
+        )
+    except ChatTemplateError as exc:
+        raise APIError(400, str(exc), dialect=Dialect.ANTHROPIC) from None
+    return {"input_tokens": len(model.tokenizer.tokenize(rendered.prompt))}
+
+
+async def _message_events(
+    request: Request, scheduler: Scheduler, job: Job, plan: common.ChatPlan, model: str
+) -> AsyncIterator[ServerSentEvent | None]:
+    message_id = job.request.request_id
+    keepalive = request.app.state.keepalive_seconds
+    # input_tokens is only known once the prompt is read; 0 here, the real count at the end.
+    yield _sse(adapter.message_start(message_id, model, 0))
+    if plan.tools_offered:
+        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
+            if answer is None:
+                yield None
+                continue
+            if common.failed(answer.outcome):
+                yield _error(answer.outcome)
+                return
+            if answer.tool_call is not None:
+                block = adapter.tool_use_block(answer.tool_call)
+                yield _sse(
+                    adapter.event(
+                        "content_block_start", index=0, content_block={**block, "input": {}}
+                    )
+                )
+                yield _sse(
+                    adapter.event(
+                        "content_block_delta",
+                        index=0,
+                        delta={
+                            "type": "input_json_delta",
+                            "partial_json": json.dumps(block["input"]),
+                        },
+                    )
+                )
+            else:
+                yield _sse(
+                    adapter.event(
+                        "content_block_start", index=0, content_block={"type": "text", "text": ""}
+                    )
+                )
+                if answer.text:
+                    yield _sse(
+                        adapter.event(
+                            "content_block_delta",
+                            index=0,
+                            delta={"type": "text_delta", "text": answer.text},
+                        )
+                    )
+            for end in _message_end(plan, answer.outcome, answer.tool_call is not None):
+                yield end
+        return
+
+    yield _sse(
+        adapter.event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+    )
+    async for event in scheduler.events(job, idle_timeout=keepalive):
+        if event is None:
+            yield None
+        elif isinstance(event, TokenEvent):
+            yield _sse(
+                adapter.event(
+                    "content_block_delta", index=0, delta={"type": "text_delta", "text": event.text}
+                )
+            )
+        elif common.failed(event):
+            yield _error(event)
+        else:
+            for end in _message_end(plan, event, tool_call=False):
+                yield end
+
+
+def _message_end(
+    plan: common.ChatPlan, outcome: GenerationOutcome, tool_call: bool
+) -> list[ServerSentEvent]:
+    return [
+        _sse(adapter.event("content_block_stop", index=0)),
+        _sse(
+            adapter.event(
+                "message_delta",
+                delta={
+                    "stop_reason": adapter.stop_reason(plan, outcome, tool_call),
+                    "stop_sequence": common.matched_user_stop(plan, outcome),
+                },
+                usage={
+                    "input_tokens": outcome.prompt_tokens,
+                    "output_tokens": outcome.completion_tokens,
+                },
+            )
+        ),
+        _sse(adapter.event("message_stop")),
+    ]
+
+
+def _error(outcome: GenerationOutcome) -> ServerSentEvent:
+    body = error_body(Dialect.ANTHROPIC, common.failure_message(outcome), ErrorKind.SERVER)
+    return ServerSentEvent(json.dumps(body), event="error")

@@ -1,0 +1,216 @@
+"""What every dialect shares: admission, waiting with disconnect handling, chat requests with
+tools, and reading a finished generation back as text or a tool call.
+
+Each dialect's adapter only maps its wire fields onto these calls, so queue rules, genkeys,
+abort and disconnects behave identically whichever API a client speaks.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fastapi import Request
+
+from server.api.errors import APIError, Dialect, busy_error
+from server.core.chat import (
+    TOOL_DECISION_QUESTION,
+    ChatMessage,
+    ChatTemplate,
+    ChatTemplateError,
+    ToolCall,
+    ToolSpec,
+    parse_tool_call,
+    tool_call_schema,
+)
+from server.core.scheduler import Job, QueueFullError, Scheduler
+from server.core.types import (
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    SamplingParams,
+    TokenEvent,
+)
+from server.streaming import unless_disconnected
+
+# KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
+_TOOL_CALL_MAX_TEMPERATURE = 0.5
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+def submit(scheduler: Scheduler, generation: GenerationRequest) -> Job:
+    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect)."""
+    try:
+        return scheduler.submit(generation)
+    except QueueFullError:
+        raise busy_error() from None
+
+
+async def run_to_end(
+    request: Request, scheduler: Scheduler, job: Job
+) -> tuple[str, GenerationOutcome]:
+    """Wait for a whole non-streamed answer; raises ClientDisconnectedError if the client left."""
+    return await unless_disconnected(request, scheduler.collect(job))
+
+
+class ToolChoiceMode(enum.Enum):
+    NONE = "none"
+    AUTO = "auto"  # the model is first asked whether it needs a tool
+    REQUIRED = "required"  # a call of one of the tools, or of `name` when set
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    mode: ToolChoiceMode = ToolChoiceMode.AUTO
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPlan:
+    """A chat request ready for the scheduler, plus what reading its answer needs."""
+
+    generation: GenerationRequest
+    user_stops: tuple[str, ...]
+    tools_offered: bool
+
+
+def plan_chat(
+    template: ChatTemplate,
+    dialect: Dialect,
+    *,
+    request_id: str,
+    messages: Sequence[ChatMessage],
+    max_tokens: int,
+    sampling: SamplingParams,
+    stop: Sequence[str] = (),
+    tools: Sequence[ToolSpec] = (),
+    tool_choice: ToolChoice = ToolChoice(),
+    response_schema: dict[str, Any] | None = None,
+    genkey: str = "",
+) -> ChatPlan:
+    """Render the conversation and decide how the reply is constrained.
+
+    With tools (and a choice other than none) the reply is a JSON-schema-bound tool call; for
+    "auto" the model is first asked, hidden, whether it needs one (KoboldCpp's pre-poll).
+    """
+    offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
+    try:
+        rendered = template.render(messages, tools if offer_tools else ())
+        schema = response_schema
+        decision_prompt = None
+        if offer_tools:
+            schema = tool_call_schema(tools, tool_choice.name)
+            sampling = replace(
+                sampling, temperature=min(sampling.temperature, _TOOL_CALL_MAX_TEMPERATURE)
+            )
+            if tool_choice.mode is ToolChoiceMode.AUTO and tool_choice.name is None:
+                decision_prompt = template.render(
+                    messages, tools, extra_user_turn=TOOL_DECISION_QUESTION
+                ).prompt
+    except ChatTemplateError as exc:
+        raise APIError(400, str(exc), dialect=dialect) from None
+    user_stops = tuple(s for s in stop if s)
+    generation = GenerationRequest(
+        request_id=request_id,
+        prompt=rendered.prompt,
+        max_tokens=max_tokens,
+        sampling=sampling,
+        stop=user_stops + rendered.stop,
+        genkey=genkey,
+        json_schema=schema,
+        schema_decision_prompt=decision_prompt,
+    )
+    return ChatPlan(generation, user_stops, offer_tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatAnswer:
+    """A finished chat reply: text, or a tool call when the constrained reply parsed as one."""
+
+    text: str
+    tool_call: ToolCall | None
+    outcome: GenerationOutcome
+
+
+def read_answer(plan: ChatPlan, text: str, outcome: GenerationOutcome) -> ChatAnswer:
+    if plan.tools_offered and outcome.constrained:
+        try:
+            return ChatAnswer("", parse_tool_call(text, new_id("call_")), outcome)
+        except ValueError:
+            pass  # cut off mid-call (max tokens): hand back what was generated as text
+    return ChatAnswer(text, None, outcome)
+
+
+def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
+    """The user's own stop string that ended generation (not the template's end of turn)."""
+    if outcome.stop_sequence is not None and outcome.stop_sequence in plan.user_stops:
+        return outcome.stop_sequence
+    return None
+
+
+async def buffered_answer(
+    scheduler: Scheduler, job: Job, plan: ChatPlan, keepalive: float
+) -> AsyncIterator[ChatAnswer | None]:
+    """For replies that may be tool calls: collect everything, yielding None while silent
+    (so the stream can send keep-alives), then the whole answer once."""
+    parts: list[str] = []
+    async for event in scheduler.events(job, idle_timeout=keepalive):
+        if event is None:
+            yield None
+        elif isinstance(event, TokenEvent):
+            parts.append(event.text)
+        else:
+            yield read_answer(plan, "".join(parts), event)
+
+
+def failed(outcome: GenerationOutcome) -> bool:
+    return outcome.finish_reason is FinishReason.ERROR
+
+
+def failure_message(outcome: GenerationOutcome) -> str:
+    return outcome.error or "generation failed"
+
+
+def chat_template(request: Request) -> ChatTemplate:
+    template: ChatTemplate = request.app.state.model_info.chat_template
+    return template
+
+
+def sampling_from(
+    *,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    seed: int | None = None,
+    repeat_penalty: float | None = None,
+    presence_penalty: float | None = None,
+) -> SamplingParams:
+    """Dialect sampling fields onto SamplingParams; what a client omits keeps KoboldCpp's
+    default (as KoboldCpp's own adapters do)."""
+    defaults = SamplingParams()
+    return SamplingParams(
+        temperature=defaults.temperature if temperature is None else temperature,
+        top_p=defaults.top_p if top_p is None else top_p,
+        top_k=defaults.top_k if top_k is None else top_k,
+        min_p=defaults.min_p if min_p is None else min_p,
+        seed=defaults.seed if seed is None else seed,
+        rep_pen=defaults.rep_pen if repeat_penalty is None else repeat_penalty,
+        presence_penalty=defaults.presence_penalty
+        if presence_penalty is None
+        else presence_penalty,
+    )
+
+
+def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,) if stop else ()
+    return tuple(s for s in stop if s)

@@ -1,0 +1,1 @@
+"""The Ollama dialect: NDJSON streams, model listing."""

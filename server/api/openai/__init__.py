@@ -1,0 +1,1 @@
+"""The OpenAI dialect: completions, chat completions, Responses and the model list."""

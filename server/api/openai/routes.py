@@ -1,0 +1,369 @@
+"""OpenAI endpoints: /v1/completions, /v1/chat/completions, /v1/responses, /v1/models.
+
+Chat and completions streams are `data:` lines only (no `event:` names: older openai-python
+versions mangle named events) ending with `data: [DONE]`; Responses streams name every event
+and end with `response.completed` even when cut off, with `incomplete_details` saying so, since
+the SDK's `get_final_response()` accepts nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import ServerSentEvent
+
+from server.api import common
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.api.openai import adapter
+from server.api.openai.schemas import OpenAIChatRequest, OpenAICompletionRequest, ResponsesRequest
+from server.core.scheduler import Job, Scheduler
+from server.core.types import GenerationOutcome, TokenEvent
+from server.streaming import ClientDisconnectedError, sse_response
+
+router = APIRouter(tags=["OpenAI"])
+RequireKey = key_required(Dialect.OPENAI)
+DONE = ServerSentEvent("[DONE]")
+
+
+def _data(payload: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps(payload))
+
+
+def _error_data(outcome: GenerationOutcome) -> ServerSentEvent:
+    return _data(error_body(Dialect.OPENAI, common.failure_message(outcome), ErrorKind.SERVER))
+
+
+def _server_error(outcome: GenerationOutcome) -> APIError:
+    return APIError(500, common.failure_message(outcome), ErrorKind.SERVER, Dialect.OPENAI)
+
+
+@router.get("/v1/models")
+async def list_models(model: ModelInfoDep) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": model.name, "object": "model", "created": 0, "owned_by": "hearth"}],
+    }
+
+
+# -- /v1/completions -------------------------------------------------------------------------
+
+
+@router.post("/v1/completions", dependencies=[RequireKey])
+async def completions(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+    body = await parse_json_body(request, OpenAICompletionRequest, Dialect.OPENAI)
+    completion_id = common.new_id("cmpl-")
+    job = common.submit(scheduler, adapter.completion_generation(body, completion_id))
+    created = int(time.time())
+    if body.stream:
+        return sse_response(_completion_events(request, scheduler, job, body, model.name))
+    try:
+        text, outcome = await common.run_to_end(request, scheduler, job)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    if common.failed(outcome):
+        raise _server_error(outcome)
+    result = adapter.completion_object(
+        completion_id, model.name, created, text, adapter.finish_reason(outcome)
+    )
+    return JSONResponse({**result, "usage": adapter.usage(outcome)})
+
+
+async def _completion_events(
+    request: Request, scheduler: Scheduler, job: Job, body: OpenAICompletionRequest, model: str
+) -> AsyncIterator[ServerSentEvent | None]:
+    completion_id, created = job.request.request_id, int(time.time())
+    async for event in scheduler.events(job, idle_timeout=request.app.state.keepalive_seconds):
+        if event is None:
+            yield None
+        elif isinstance(event, TokenEvent):
+            yield _data(adapter.completion_object(completion_id, model, created, event.text, None))
+        elif common.failed(event):
+            yield _error_data(event)
+        else:
+            yield _data(
+                adapter.completion_object(
+                    completion_id, model, created, "", adapter.finish_reason(event)
+                )
+            )
+            if body.include_usage:
+                yield _data(
+                    {
+                        **adapter.completion_object(completion_id, model, created, "", None),
+                        "choices": [],
+                        "usage": adapter.usage(event),
+                    }
+                )
+    yield DONE
+
+
+# -- /v1/chat/completions --------------------------------------------------------------------
+
+
+@router.post("/v1/chat/completions", dependencies=[RequireKey])
+async def chat_completions(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Response:
+    body = await parse_json_body(request, OpenAIChatRequest, Dialect.OPENAI)
+    plan = adapter.chat_plan(
+        body, model.chat_template, common.new_id("chatcmpl-"), settings.defaultgenamt
+    )
+    job = common.submit(scheduler, plan.generation)
+    if body.stream:
+        return sse_response(_chat_events(request, scheduler, job, plan, body, model.name))
+    try:
+        text, outcome = await common.run_to_end(request, scheduler, job)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    if common.failed(outcome):
+        raise _server_error(outcome)
+    answer = common.read_answer(plan, text, outcome)
+    return JSONResponse(
+        adapter.chat_completion(plan.generation.request_id, model.name, int(time.time()), answer)
+    )
+
+
+async def _chat_events(
+    request: Request,
+    scheduler: Scheduler,
+    job: Job,
+    plan: common.ChatPlan,
+    body: OpenAIChatRequest,
+    model: str,
+) -> AsyncIterator[ServerSentEvent | None]:
+    chunks = adapter.ChatChunks(plan.generation.request_id, model)
+    keepalive = request.app.state.keepalive_seconds
+    yield _data(chunks.role())
+    outcome: GenerationOutcome | None = None
+    if plan.tools_offered:
+        # A tool call is only known once it is complete: buffer, keeping the line alive.
+        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
+            if answer is None:
+                yield None
+                continue
+            outcome = answer.outcome
+            if common.failed(outcome):
+                break
+            if answer.tool_call is not None:
+                yield _data(chunks.tool_call_start(answer.tool_call))
+                yield _data(chunks.tool_call_arguments(json.dumps(answer.tool_call.arguments)))
+            elif answer.text:
+                yield _data(chunks.content(answer.text))
+            yield _data(chunks.finish(adapter.finish_reason(outcome, answer.tool_call is not None)))
+    else:
+        async for event in scheduler.events(job, idle_timeout=keepalive):
+            if event is None:
+                yield None
+            elif isinstance(event, TokenEvent):
+                yield _data(chunks.content(event.text))
+            else:
+                outcome = event
+                if not common.failed(outcome):
+                    yield _data(chunks.finish(adapter.finish_reason(outcome)))
+    if outcome is not None and common.failed(outcome):
+        yield _error_data(outcome)  # openai-python raises APIError on this
+    elif outcome is not None and body.include_usage:
+        yield _data(chunks.usage(outcome))
+    yield DONE
+
+
+# -- /v1/responses ---------------------------------------------------------------------------
+
+
+@router.post("/v1/responses", dependencies=[RequireKey])
+async def responses(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Response:
+    body = await parse_json_body(request, ResponsesRequest, Dialect.OPENAI)
+    response_id = common.new_id("resp_")
+    plan = adapter.responses_plan(body, model.chat_template, response_id, settings.defaultgenamt)
+    job = common.submit(scheduler, plan.generation)
+    builder = adapter.ResponseBuilder(response_id, model.name, body)
+    if body.stream:
+        return sse_response(_responses_events(request, scheduler, job, plan, builder))
+    try:
+        text, outcome = await common.run_to_end(request, scheduler, job)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    if common.failed(outcome):
+        raise _server_error(outcome)
+    answer = common.read_answer(plan, text, outcome)
+    return JSONResponse(builder.response("completed", builder.output_for(answer), outcome))
+
+
+def _named(event: tuple[str, dict[str, Any]]) -> ServerSentEvent:
+    name, payload = event
+    return ServerSentEvent(json.dumps(payload), event=name)
+
+
+async def _responses_events(
+    request: Request,
+    scheduler: Scheduler,
+    job: Job,
+    plan: common.ChatPlan,
+    builder: adapter.ResponseBuilder,
+) -> AsyncIterator[ServerSentEvent | None]:
+    keepalive = request.app.state.keepalive_seconds
+    started = builder.response("in_progress", [])
+    yield _named(builder.event("response.created", response=started))
+    yield _named(builder.event("response.in_progress", response=started))
+    if plan.tools_offered:
+        answer: common.ChatAnswer | None = None
+        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
+            if answer is None:
+                yield None
+        if answer is None or common.failed(answer.outcome):
+            outcome = answer.outcome if answer else None
+            for event in _failure_events(builder, outcome):
+                yield event
+            return
+        if answer.tool_call is not None:
+            for event in _function_call_events(builder, answer):
+                yield event
+        else:
+            for event in _text_start(builder):
+                yield event
+            if answer.text:
+                yield _text_delta(builder, answer.text)
+            for event in _text_end(builder, answer.text):
+                yield event
+        yield _named(
+            builder.event(
+                "response.completed",
+                response=builder.response("completed", builder.output_for(answer), answer.outcome),
+            )
+        )
+        return
+
+    for event in _text_start(builder):
+        yield event
+    parts: list[str] = []
+    async for item in scheduler.events(job, idle_timeout=keepalive):
+        if item is None:
+            yield None
+        elif isinstance(item, TokenEvent):
+            parts.append(item.text)
+            yield _text_delta(builder, item.text)
+        elif common.failed(item):
+            for event in _failure_events(builder, item):
+                yield event
+            return
+        else:
+            text = "".join(parts)
+            for event in _text_end(builder, text):
+                yield event
+            yield _named(
+                builder.event(
+                    "response.completed",
+                    response=builder.response("completed", [builder.message_item(text)], item),
+                )
+            )
+
+
+def _text_start(builder: adapter.ResponseBuilder) -> list[ServerSentEvent]:
+    return [
+        _named(
+            builder.event(
+                "response.output_item.added",
+                output_index=0,
+                item=builder.message_item("", "in_progress"),
+            )
+        ),
+        _named(
+            builder.event(
+                "response.content_part.added",
+                item_id=builder.message_id,
+                output_index=0,
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": []},
+            )
+        ),
+    ]
+
+
+def _text_delta(builder: adapter.ResponseBuilder, text: str) -> ServerSentEvent:
+    return _named(
+        builder.event(
+            "response.output_text.delta",
+            item_id=builder.message_id,
+            output_index=0,
+            content_index=0,
+            delta=text,
+            logprobs=[],
+        )
+    )
+
+
+def _text_end(builder: adapter.ResponseBuilder, text: str) -> list[ServerSentEvent]:
+    ids = {"item_id": builder.message_id, "output_index": 0, "content_index": 0}
+    return [
+        _named(builder.event("response.output_text.done", **ids, text=text, logprobs=[])),
+        _named(
+            builder.event(
+                "response.content_part.done",
+                **ids,
+                part={"type": "output_text", "text": text, "annotations": []},
+            )
+        ),
+        _named(
+            builder.event(
+                "response.output_item.done", output_index=0, item=builder.message_item(text)
+            )
+        ),
+    ]
+
+
+def _function_call_events(
+    builder: adapter.ResponseBuilder, answer: common.ChatAnswer
+) -> list[ServerSentEvent]:
+    call = answer.tool_call
+    assert call is not None
+    item = builder.function_call_item(call)
+    arguments = item["arguments"]
+    return [
+        _named(
+            builder.event(
+                "response.output_item.added",
+                output_index=0,
+                item=builder.function_call_item(call, "in_progress"),
+            )
+        ),
+        _named(
+            builder.event(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=0,
+                delta=arguments,
+            )
+        ),
+        _named(
+            builder.event(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=0,
+                name=call.name,
+                arguments=arguments,
+            )
+        ),
+        _named(builder.event("response.output_item.done", output_index=0, item=item)),
+    ]
+
+
+def _failure_events(
+    builder: adapter.ResponseBuilder, outcome: GenerationOutcome | None
+) -> list[ServerSentEvent]:
+    message = common.failure_message(outcome) if outcome else "generation ended early"
+    error = {"code": "server_error", "message": message}
+    return [
+        _named(builder.event("error", code="server_error", message=message, param=None)),
+        _named(
+            builder.event(
+                "response.failed", response=builder.response("failed", [], outcome, error)
+            )
+        ),
+    ]

@@ -1,0 +1,201 @@
+"""Failure paths, keep-alives, auth, errors and CORS of the OpenAI, Anthropic and Ollama
+dialects, over real HTTP with a scripted engine (the real-model runs are in
+tests/server/test_clients_real_model.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import httpx
+import ollama
+import openai
+import pytest
+
+from server.config import HearthSettings
+from server.core.scripted_engine import ScriptedEngine
+from tests.conftest import RunningServer
+
+Serve = Callable[..., RunningServer]
+TOOL_JSON = b'{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+USER: list[Any] = [{"role": "user", "content": "Hi"}]
+
+
+def failing(serve_engine: Serve) -> RunningServer:
+    return serve_engine(ScriptedEngine(pieces=[b"ok "], fail_after=2))
+
+
+def test_openai_mid_stream_failure_raises_and_server_keeps_serving(serve_engine: Serve) -> None:
+    server = failing(serve_engine)
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="x", max_retries=0)
+    received: list[str] = []
+    with pytest.raises(openai.APIError, match="scripted failure"):
+        for chunk in client.chat.completions.create(
+            model="m", messages=USER, max_tokens=9, stream=True
+        ):
+            if chunk.choices:
+                received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received) == "ok ok "
+    with pytest.raises(openai.APIError, match="scripted failure"):
+        list(client.completions.create(model="m", prompt="x", max_tokens=9, stream=True))
+    with client.responses.stream(model="m", input="x", max_output_tokens=9) as stream:
+        kinds = [event.type for event in stream]
+    assert kinds[-1] == "response.failed"
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="m", messages=USER, max_tokens=9)
+    ok = client.completions.create(model="m", prompt="x", max_tokens=2)
+    assert ok.choices[0].text == "ok ok "
+
+
+def test_anthropic_mid_stream_failure_raises(serve_engine: Serve) -> None:
+    server = failing(serve_engine)
+    client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+    with (
+        pytest.raises(anthropic.APIStatusError, match="scripted failure"),
+        client.messages.stream(model="m", max_tokens=9, messages=USER) as stream,
+    ):
+        for _ in stream:
+            pass
+
+
+def test_ollama_mid_stream_failure_raises(serve_engine: Serve) -> None:
+    server = failing(serve_engine)
+    client = ollama.Client(host=server.base_url)
+    with pytest.raises(ollama.ResponseError, match="scripted failure"):
+        list(client.chat(model="m", messages=USER, stream=True, options={"num_predict": 9}))
+    with pytest.raises(ollama.ResponseError, match="scripted failure"):
+        client.generate(model="m", prompt="x", options={"num_predict": 9})
+
+
+def test_buffered_tool_call_streams_keep_alive_then_the_whole_call(serve_engine: Serve) -> None:
+    pieces = [TOOL_JSON[i : i + 10] for i in range(0, len(TOOL_JSON), 10)]
+    server = serve_engine(
+        ScriptedEngine(pieces=pieces, token_seconds=0.05, end_after=len(pieces)),
+        keepalive_seconds=0.02,
+    )
+    body = {
+        "model": "m",
+        "messages": USER,
+        "tools": TOOLS,
+        "tool_choice": "required",
+        "stream": True,
+    }
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        raw = client.post("/v1/chat/completions", json=body).text
+        assert ": keep-alive" in raw
+        assert raw.count('"tool_calls": [') == 2  # the start fragment, then the arguments
+        assert '"finish_reason": "tool_calls"' in raw
+
+        lines = client.post("/api/chat", json={**body, "tool_choice": None}).text.splitlines()
+        assert all(line.startswith("{") for line in lines)  # NDJSON only, no comments
+        calls = [line for line in lines if "tool_calls" in line]
+        assert len(calls) == 1 and '"arguments": {"city": "Oslo"}' in calls[0]
+
+
+def test_password_accepts_bearer_and_x_api_key_and_refuses_in_each_shape(
+    serve_engine: Serve,
+) -> None:
+    server = serve_engine(ScriptedEngine(), HearthSettings(password="pw"))
+    requests = [
+        ("/v1/chat/completions", {"messages": USER, "max_tokens": 1}, "error"),
+        ("/v1/messages", {"messages": USER, "max_tokens": 1}, "type"),
+        ("/api/chat", {"model": "m", "messages": USER, "stream": False}, "error"),
+    ]
+    with httpx.Client(base_url=server.base_url) as client:
+        for path, body, key in requests:
+            refused = client.post(path, json=body)
+            assert refused.status_code == 401 and key in refused.json(), path
+            assert client.post(path, json=body, headers={"x-api-key": "pw"}).is_success
+            bearer = client.post(path, json=body, headers={"Authorization": "Bearer pw"})
+            assert bearer.is_success, path
+    claude = anthropic.Anthropic(base_url=server.base_url, api_key="pw", max_retries=0)
+    assert claude.messages.create(model="m", max_tokens=2, messages=USER).content
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=server.base_url, api_key="no", max_retries=0).messages.create(
+            model="m", max_tokens=2, messages=USER
+        )
+
+
+def test_bad_requests_get_each_dialects_error_shape(serve_engine: Serve) -> None:
+    server = serve_engine(ScriptedEngine())
+    with httpx.Client(base_url=server.base_url) as client:
+        openai_error = client.post("/v1/chat/completions", json={"messages": "nope"})
+        assert openai_error.status_code == 422
+        assert openai_error.json()["error"]["type"] == "invalid_request_error"
+        assert client.post("/v1/completions", content=b"{").json()["error"]["message"]
+
+        anthropic_error = client.post("/v1/messages", json={"messages": USER})  # no max_tokens
+        assert anthropic_error.status_code == 422
+        assert anthropic_error.json()["type"] == "error"
+        assert anthropic_error.json()["error"]["type"] == "invalid_request_error"
+
+        ollama_error = client.post("/api/generate", json={"prompt": "no model"})
+        assert ollama_error.status_code == 422 and isinstance(ollama_error.json()["error"], str)
+
+        unknown_tool = client.post(
+            "/v1/chat/completions",
+            json={
+                "messages": USER,
+                "tools": TOOLS,
+                "tool_choice": {"type": "function", "function": {"name": "missing"}},
+            },
+        )
+        assert unknown_tool.status_code == 400 and "missing" in unknown_tool.text
+
+        extra = client.post(
+            "/v1/chat/completions",
+            json={"messages": USER, "max_tokens": 1, "logit_bias": {}, "user": "u", "future": 1},
+        )
+        assert extra.is_success  # unknown fields are ignored
+
+
+def test_queue_full_keeps_koboldcpp_body_in_every_dialect(serve_engine: Serve) -> None:
+    server = serve_engine(ScriptedEngine(token_seconds=0.05), HearthSettings(multiuser=0))
+    busy = {
+        "detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}
+    }
+    with (
+        httpx.Client(base_url=server.base_url, timeout=30) as client,
+        client.stream(
+            "POST", "/api/extra/generate/stream", json={"prompt": "x", "max_length": 40}
+        ) as running,
+    ):
+        lines = running.iter_lines()  # kept: dropping the iterator would close the stream
+        next(lines)
+        for path, body in [
+            ("/v1/chat/completions", {"messages": USER}),
+            ("/v1/messages", {"messages": USER, "max_tokens": 5}),
+            ("/api/chat", {"model": "m", "messages": USER}),
+        ]:
+            refused = client.post(path, json=body)
+            assert (refused.status_code, refused.json()) == (503, busy), path
+        client.post("/api/extra/abort", json={})
+
+
+def test_cors_preflight_and_headers(serve_engine: Serve) -> None:
+    server = serve_engine(ScriptedEngine())
+    with httpx.Client(base_url=server.base_url) as client:
+        preflight = client.options(
+            "/v1/chat/completions",
+            headers={
+                "Origin": "https://example.org",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, x-api-key, content-type, genkey",
+            },
+        )
+        assert preflight.status_code == 200
+        allowed = preflight.headers["access-control-allow-headers"].lower()
+        for header in ("authorization", "x-api-key", "content-type", "genkey"):
+            assert header in allowed
+        response = client.get("/v1/models", headers={"Origin": "https://example.org"})
+        assert response.headers["access-control-allow-origin"] == "*"

@@ -1,0 +1,396 @@
+"""The official openai, anthropic and ollama clients against the real server and model."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+import httpx
+import ollama
+import openai
+import pytest
+
+from tests.conftest import RunningServer
+
+pytestmark = pytest.mark.model
+
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+OPENAI_TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": WEATHER_SCHEMA,
+        },
+    }
+]
+ASK_WEATHER = "What is the weather in Paris right now?"
+GREEDY = 0.0
+
+
+@pytest.fixture(scope="module")
+def oai(hearth: RunningServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{hearth.base_url}/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def claude(hearth: RunningServer) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=hearth.base_url, api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def llama(hearth: RunningServer) -> ollama.Client:
+    return ollama.Client(host=hearth.base_url)
+
+
+def stop_inside(text: str) -> tuple[str, str]:
+    """A stop string taken from the middle of a greedy reply, and the text expected before it."""
+    stripped = text.strip()
+    assert len(stripped) >= 6, f"reply too short to pick a stop from: {text!r}"
+    middle = len(text) // 2
+    stop = text[middle : middle + 2]
+    return stop, text[: text.index(stop)]
+
+
+def wait_idle(server: RunningServer, timeout: float = 1.0) -> float:
+    started = time.monotonic()
+    while httpx.get(f"{server.base_url}/api/extra/perf").json()["idle"] != 1:
+        assert time.monotonic() - started < timeout, "server still busy"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+# -- OpenAI ----------------------------------------------------------------------------------
+
+
+def test_openai_completions_plain_and_streamed(oai: openai.OpenAI) -> None:
+    plain = oai.completions.create(
+        model="any", prompt="Once upon a time", max_tokens=8, temperature=GREEDY
+    )
+    choice = plain.choices[0]
+    assert plain.object == "text_completion" and choice.text
+    assert plain.usage is not None and 0 < plain.usage.completion_tokens <= 8
+    assert (choice.finish_reason == "length") == (plain.usage.completion_tokens == 8)
+
+    stream = oai.completions.create(
+        model="any",
+        prompt="Once upon a time",
+        max_tokens=8,
+        temperature=GREEDY,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == choice.text
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+
+
+def test_openai_completions_default_is_16_tokens(oai: openai.OpenAI) -> None:
+    result = oai.completions.create(model="any", prompt="The list: 1, 2, 3,")
+    assert result.usage is not None and result.usage.completion_tokens <= 16
+
+
+def test_openai_stop_sequence(oai: openai.OpenAI) -> None:
+    messages: list[Any] = [{"role": "user", "content": "Write a sentence about cats."}]
+    free = oai.chat.completions.create(
+        model="any", messages=messages, max_tokens=20, temperature=GREEDY
+    )
+    stop, expected = stop_inside(free.choices[0].message.content or "")
+    stopped = oai.chat.completions.create(
+        model="any", messages=messages, max_tokens=20, temperature=GREEDY, stop=[stop]
+    )
+    assert stopped.choices[0].message.content == expected
+    assert stopped.choices[0].finish_reason == "stop"
+
+
+def test_openai_chat_streams_with_usage_and_the_stream_helper(oai: openai.OpenAI) -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Name a colour."},
+    ]
+    chunks = list(
+        oai.chat.completions.create(
+            model="any",
+            messages=messages,
+            max_tokens=12,
+            temperature=GREEDY,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.choices[0].delta.role is None for c in chunks[1:] if c.choices)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finishes = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
+    assert text and len(finishes) == 1
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+    with oai.chat.completions.stream(
+        model="any", messages=messages, max_tokens=40, temperature=GREEDY, stop=["\n", "."]
+    ) as stream:
+        deltas = [e.delta for e in stream if e.type == "content.delta"]
+        final = stream.get_final_completion()
+    assert final.choices[0].message.content == "".join(deltas)
+    assert final.choices[0].finish_reason == "stop"
+
+
+def test_openai_chat_tool_call_plain_and_streamed(oai: openai.OpenAI) -> None:
+    messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
+    plain = oai.chat.completions.create(
+        model="any", messages=messages, tools=OPENAI_TOOLS, tool_choice="required", max_tokens=60
+    )
+    choice = plain.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather"
+    assert isinstance(json.loads(call.function.arguments)["city"], str)
+
+    with oai.chat.completions.stream(
+        model="any", messages=messages, tools=OPENAI_TOOLS, tool_choice="required", max_tokens=60
+    ) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    streamed = final.choices[0]
+    assert streamed.finish_reason == "tool_calls"
+    assert (
+        streamed.message.tool_calls
+        and streamed.message.tool_calls[0].function.name == "get_weather"
+    )
+    assert "city" in json.loads(streamed.message.tool_calls[0].function.arguments)
+
+
+def test_openai_responses_plain_streamed_and_cut_off(oai: openai.OpenAI) -> None:
+    plain = oai.responses.create(
+        model="any", input="Say hello.", max_output_tokens=6, instructions="Be friendly."
+    )
+    assert plain.output_text and plain.usage is not None
+    assert plain.usage.output_tokens <= 6
+    if plain.usage.output_tokens == 6:
+        assert plain.status == "incomplete"
+        assert plain.incomplete_details is not None
+        assert plain.incomplete_details.reason == "max_output_tokens"
+
+    with oai.responses.stream(model="any", input="Say hello.", max_output_tokens=6) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.output_text.delta" in kinds
+    assert final.output_text and final.usage is not None
+
+
+def test_openai_responses_tool_call(oai: openai.OpenAI) -> None:
+    tools: list[Any] = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": WEATHER_SCHEMA,
+        }
+    ]
+    with oai.responses.stream(
+        model="any", input=ASK_WEATHER, tools=tools, tool_choice="required", max_output_tokens=60
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.done" in kinds
+    call = final.output[0]
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert "city" in json.loads(call.arguments)
+
+
+def test_openai_disconnect_frees_the_server(oai: openai.OpenAI, hearth: RunningServer) -> None:
+    stream = oai.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": "Tell a long story."}],
+        max_tokens=400,
+        stream=True,
+    )
+    for index, _ in enumerate(stream):
+        if index == 3:
+            break
+    stream.close()
+    assert wait_idle(hearth) < 1.0
+
+
+def test_openai_model_list(oai: openai.OpenAI) -> None:
+    assert [m.id for m in oai.models.list()] == ["gemma-3-270m-q4_k_m"]
+
+
+# -- Anthropic -------------------------------------------------------------------------------
+
+
+def test_anthropic_messages_plain_streamed_and_stopped(claude: anthropic.Anthropic) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": [{"type": "text", "text": "Write a sentence about dogs."}]}
+    ]
+    plain = claude.messages.create(
+        model="any",
+        max_tokens=20,
+        messages=messages,
+        system="You write plainly.",
+        extra_body={"temperature": GREEDY},
+    )
+    assert plain.content[0].type == "text" and plain.content[0].text
+    assert plain.usage.input_tokens > 0 and 0 < plain.usage.output_tokens <= 20
+    assert plain.stop_reason in ("end_turn", "max_tokens")
+
+    with claude.messages.stream(
+        model="any",
+        max_tokens=20,
+        messages=messages,
+        system="You write plainly.",
+        extra_body={"temperature": GREEDY},
+    ) as stream:
+        streamed_text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert streamed_text == plain.content[0].text
+    assert final.usage.output_tokens == plain.usage.output_tokens
+
+    stop, expected = stop_inside(plain.content[0].text)
+    stopped = claude.messages.create(
+        model="any",
+        max_tokens=20,
+        messages=messages,
+        system="You write plainly.",
+        extra_body={"temperature": GREEDY},
+        stop_sequences=[stop],
+    )
+    assert stopped.stop_reason == "stop_sequence" and stopped.stop_sequence == stop
+    assert stopped.content[0].type == "text" and stopped.content[0].text == expected
+
+
+def test_anthropic_tool_use_and_count_tokens(claude: anthropic.Anthropic) -> None:
+    tools: list[Any] = [
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "input_schema": WEATHER_SCHEMA,
+        }
+    ]
+    messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
+    with claude.messages.stream(
+        model="any", max_tokens=60, messages=messages, tools=tools, tool_choice={"type": "any"}
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    block = final.content[0]
+    assert block.type == "tool_use" and block.name == "get_weather"
+    assert isinstance(block.input, dict) and "city" in block.input
+
+    counted = claude.messages.count_tokens(model="any", messages=messages)
+    assert counted.input_tokens > 5
+
+
+# -- Ollama ----------------------------------------------------------------------------------
+
+
+def test_ollama_generate_and_chat_plain_and_streamed(llama: ollama.Client) -> None:
+    plain = llama.generate(
+        model="hearth", prompt="Name a fruit.", options={"num_predict": 8, "temperature": GREEDY}
+    )
+    assert plain.done and plain.response and plain.done_reason in ("stop", "length")
+    assert plain.eval_count is not None and 0 < plain.eval_count <= 8
+    assert plain.eval_duration is not None and plain.eval_duration > 1_000_000  # real ns
+
+    parts = list(
+        llama.generate(
+            model="hearth",
+            prompt="Name a fruit.",
+            stream=True,
+            options={"num_predict": 8, "temperature": GREEDY},
+        )
+    )
+    assert "".join(p.response for p in parts) == plain.response
+    assert parts[-1].done and parts[-1].eval_count == plain.eval_count
+
+    messages: list[Any] = [{"role": "user", "content": "Name a colour."}]
+    chat = llama.chat(
+        model="hearth", messages=messages, options={"num_predict": 8, "temperature": GREEDY}
+    )
+    streamed = list(
+        llama.chat(
+            model="hearth",
+            messages=messages,
+            stream=True,
+            options={"num_predict": 8, "temperature": GREEDY},
+        )
+    )
+    assert "".join(p.message.content or "" for p in streamed) == chat.message.content
+    assert streamed[-1].done and streamed[-1].prompt_eval_count
+
+    stop, expected = stop_inside(plain.response)
+    stopped = llama.generate(
+        model="hearth",
+        prompt="Name a fruit.",
+        options={"num_predict": 8, "temperature": GREEDY, "stop": [stop]},
+    )
+    assert stopped.response == expected and stopped.done_reason == "stop"
+
+
+def test_ollama_chat_tool_call(llama: ollama.Client) -> None:
+    response = llama.chat(
+        model="hearth",
+        messages=[{"role": "user", "content": ASK_WEATHER}],
+        tools=OPENAI_TOOLS,
+        options={"num_predict": 60},
+    )
+    calls = response.message.tool_calls
+    assert calls and calls[0].function.name == "get_weather"
+    assert "city" in calls[0].function.arguments
+
+
+def test_ollama_model_endpoints(llama: ollama.Client) -> None:
+    assert llama.list().models[0].model == "gemma-3-270m-q4_k_m:latest"
+    assert "tools" in (llama.show("hearth").capabilities or [])
+    assert llama.ps().models
+
+
+# -- raw framing -----------------------------------------------------------------------------
+
+
+def test_raw_framing_of_each_dialect(hearth: RunningServer) -> None:
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": True}
+    with httpx.Client(base_url=hearth.base_url, timeout=60) as client:
+        raw = client.post("/v1/chat/completions", json=chat).text
+        assert "event:" not in raw and raw.rstrip().endswith("data: [DONE]")
+        raw = client.post(
+            "/v1/completions", json={"prompt": "Hi", "max_tokens": 4, "stream": True}
+        ).text
+        assert "event:" not in raw and raw.rstrip().endswith("data: [DONE]")
+
+        raw = client.post("/v1/messages", json={**chat, "max_tokens": 4}).text
+        names = [line[7:] for line in raw.splitlines() if line.startswith("event: ")]
+        assert names[:2] == ["message_start", "content_block_start"]
+        assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+        assert "[DONE]" not in raw
+
+        raw = client.post(
+            "/v1/responses", json={"input": "Hi", "max_output_tokens": 4, "stream": True}
+        ).text
+        names = [line[7:] for line in raw.splitlines() if line.startswith("event: ")]
+        numbers = [
+            json.loads(line[6:])["sequence_number"]
+            for line in raw.splitlines()
+            if line.startswith("data: ")
+        ]
+        assert names[0] == "response.created" and names[-1] == "response.completed"
+        assert numbers == list(range(len(numbers))) and "[DONE]" not in raw
+
+        response = client.post(
+            "/api/chat", json={"model": "m", **chat, "options": {"num_predict": 4}}
+        )
+        assert response.headers["content-type"] == "application/x-ndjson"
+        lines = [json.loads(line) for line in response.text.splitlines()]
+        assert all(line["message"]["role"] == "assistant" for line in lines)
+        assert lines[-1]["done"] is True and not any(line["done"] for line in lines[:-1])
