@@ -62,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--nofastforward", action="store_true", help="never reuse a cached prompt prefix"
     )
+    parser.add_argument(
+        "--jinja", action="store_true", help="use the model's own chat template (default)"
+    )
+    parser.add_argument(
+        "--jinjatools",
+        "--jinja_tools",
+        dest="jinja_tools",
+        action="store_true",
+        help="tool calls in the model's own format, streamed live when recognized",
+    )
     parser.add_argument("--skiplauncher", action="store_true", help="never open the launcher")
     parser.add_argument("--showgui", action="store_true", help="open the launcher prefilled")
     return parser
@@ -87,4 +97,6 @@ def settings_from_args(argv: Sequence[str] | None = None) -> HearthSettings:
 
     base = load_kcpps(Path(config_path)) if config_path else HearthSettings()
     merged = {**base.model_dump(), **given}
+    if merged.get("jinja_tools"):
+        merged["jinja"] = True  # as in KoboldCpp, Jinja for Tools turns on Use Jinja
     return HearthSettings.model_validate(merged)

@@ -49,6 +49,14 @@ class HearthSettings(BaseModel):
     nofastforward: bool = Field(
         default=False, description="Never reuse the KV cache of a shared prompt prefix."
     )
+    jinja: bool = Field(
+        default=False,
+        description="Use the model's own chat template (Hearth does whenever the model has one).",
+    )
+    jinja_tools: bool = Field(
+        default=False,
+        description="Tool calls in the model's own format, streamed live when recognized.",
+    )
     skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
     showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
 

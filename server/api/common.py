@@ -27,6 +27,13 @@ from server.core.chat import (
     tool_call_schema,
 )
 from server.core.scheduler import Job, QueueFullError, Scheduler
+from server.core.tool_stream import (
+    ChatStreamEvent,
+    TextDelta,
+    ToolCallParser,
+    new_call_id,
+    whole_call_events,
+)
 from server.core.types import (
     FinishReason,
     GenerationOutcome,
@@ -77,7 +84,10 @@ class ChatPlan:
 
     generation: GenerationRequest
     user_stops: tuple[str, ...]
-    tools_offered: bool
+    # The reply is a grammar-bound tool call (or plain text, if the model declined one).
+    constrained_tools: bool = False
+    # The model's own tool-call tags, parsed live (--jinjatools with a recognized template).
+    live_tool_tags: tuple[str, str] | None = None
 
 
 def plan_chat(
@@ -92,19 +102,26 @@ def plan_chat(
     tools: Sequence[ToolSpec] = (),
     tool_choice: ToolChoice = ToolChoice(),
     response_schema: dict[str, Any] | None = None,
+    native_tools: bool = False,
     genkey: str = "",
 ) -> ChatPlan:
-    """Render the conversation and decide how the reply is constrained.
+    """Render the conversation and decide how tool calls are produced.
 
-    With tools (and a choice other than none) the reply is a JSON-schema-bound tool call; for
-    "auto" the model is first asked, hidden, whether it needs one (KoboldCpp's pre-poll).
+    With `native_tools` (--jinjatools) and a template whose tool-call tags Hearth knows, the
+    model's own format is used and calls stream live. Otherwise the reply is a JSON-schema-bound
+    call; for "auto" the model is first asked, hidden, whether it needs one (KoboldCpp's
+    pre-poll).
     """
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
+    live_tags = template.tool_call_tags if offer_tools and native_tools else None
+    schema = response_schema
+    decision_prompt = None
     try:
-        rendered = template.render(messages, tools if offer_tools else ())
-        schema = response_schema
-        decision_prompt = None
-        if offer_tools:
+        if live_tags is not None:
+            rendered = template.render(messages, tools, native_tools=True)
+        else:
+            rendered = template.render(messages, tools if offer_tools else ())
+        if offer_tools and live_tags is None:
             schema = tool_call_schema(tools, tool_choice.name)
             sampling = replace(
                 sampling, temperature=min(sampling.temperature, _TOOL_CALL_MAX_TEMPERATURE)
@@ -126,25 +143,31 @@ def plan_chat(
         json_schema=schema,
         schema_decision_prompt=decision_prompt,
     )
-    return ChatPlan(generation, user_stops, offer_tools)
+    return ChatPlan(generation, user_stops, offer_tools and live_tags is None, live_tags)
 
 
 @dataclass(frozen=True, slots=True)
 class ChatAnswer:
-    """A finished chat reply: text, or a tool call when the constrained reply parsed as one."""
+    """A finished chat reply: its text and the tool calls it made."""
 
     text: str
-    tool_call: ToolCall | None
+    tool_calls: tuple[ToolCall, ...]
     outcome: GenerationOutcome
 
 
 def read_answer(plan: ChatPlan, text: str, outcome: GenerationOutcome) -> ChatAnswer:
-    if plan.tools_offered and outcome.constrained:
+    """A whole reply (non-streamed) read back as text and tool calls."""
+    if plan.live_tool_tags is not None:
+        parser = ToolCallParser(*plan.live_tool_tags)
+        parser.feed(text)
+        parser.finish()
+        return ChatAnswer("".join(parser.text_parts), tuple(parser.calls), outcome)
+    if plan.constrained_tools and outcome.constrained:
         try:
-            return ChatAnswer("", parse_tool_call(text, new_id("call_")), outcome)
+            return ChatAnswer("", (parse_tool_call(text, new_call_id()),), outcome)
         except ValueError:
             pass  # cut off mid-call (max tokens): hand back what was generated as text
-    return ChatAnswer(text, None, outcome)
+    return ChatAnswer(text, (), outcome)
 
 
 def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
@@ -154,19 +177,51 @@ def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
     return None
 
 
-async def buffered_answer(
+@dataclass(frozen=True, slots=True)
+class ChatEnd:
+    """The last item of a chat stream."""
+
+    answer: ChatAnswer
+
+
+async def chat_events(
     scheduler: Scheduler, job: Job, plan: ChatPlan, keepalive: float
-) -> AsyncIterator[ChatAnswer | None]:
-    """For replies that may be tool calls: collect everything, yielding None while silent
-    (so the stream can send keep-alives), then the whole answer once."""
+) -> AsyncIterator[ChatStreamEvent | ChatEnd | None]:
+    """A chat generation as dialect-neutral events; None while silent (send a keep-alive).
+
+    Plain text streams token by token; tagged tool calls stream as parsed; a grammar-bound
+    call is only known once complete, so it is buffered and then sent whole.
+    """
+    parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
     parts: list[str] = []
     async for event in scheduler.events(job, idle_timeout=keepalive):
         if event is None:
             yield None
         elif isinstance(event, TokenEvent):
-            parts.append(event.text)
+            if parser is not None:
+                for item in parser.feed(event.text):
+                    yield item
+            elif plan.constrained_tools:
+                parts.append(event.text)
+            else:
+                parts.append(event.text)
+                yield TextDelta(event.text)
+        elif failed(event):
+            yield ChatEnd(ChatAnswer("".join(parts), (), event))
+        elif parser is not None:
+            for item in parser.finish():
+                yield item
+            yield ChatEnd(ChatAnswer("".join(parser.text_parts), tuple(parser.calls), event))
+        elif plan.constrained_tools:
+            answer = read_answer(plan, "".join(parts), event)
+            if answer.text:
+                yield TextDelta(answer.text)
+            for index, call in enumerate(answer.tool_calls):
+                for item in whole_call_events(index, call):
+                    yield item
+            yield ChatEnd(answer)
         else:
-            yield read_answer(plan, "".join(parts), event)
+            yield ChatEnd(ChatAnswer("".join(parts), (), event))
 
 
 def failed(outcome: GenerationOutcome) -> bool:

@@ -60,6 +60,9 @@ class RenderedChat:
     stop: tuple[str, ...]  # end-of-turn markers: generation must stop there
 
 
+# Tool-call formats Hearth parses live (Hermes / Qwen style): the JSON object between the tags.
+_KNOWN_TOOL_CALL_TAGS = (("<tool_call>", "</tool_call>"),)
+
 TOOL_DECISION_QUESTION = (
     "Before answering: does the last request need one of the tools listed above? "
     "Reply with yes or no only."
@@ -80,6 +83,10 @@ class ChatTemplate:
         self._eos = eos_token
         self._builtin = _builtin_format(architecture)
         self._jinja: jinja2.Template | None = None
+        self._tool_tags = next(
+            (tags for tags in _KNOWN_TOOL_CALL_TAGS if jinja_source and tags[0] in jinja_source),
+            None,
+        )
         if jinja_source:
             environment = jinja2.sandbox.ImmutableSandboxedEnvironment(
                 trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader()
@@ -94,9 +101,9 @@ class ChatTemplate:
         return self._jinja is not None
 
     @property
-    def recognizes_streamable_tool_calls(self) -> bool:
-        """True when the model's own template uses `<tool_call>` tags Hearth can parse live."""
-        return False  # no such template is wired yet; tool calls are sent all at once
+    def tool_call_tags(self) -> tuple[str, str] | None:
+        """The model's own tool-call tags when Hearth can parse them live, else None."""
+        return self._tool_tags
 
     def render(
         self,
@@ -104,30 +111,48 @@ class ChatTemplate:
         tools: Sequence[ToolSpec] = (),
         *,
         extra_user_turn: str | None = None,
+        native_tools: bool = False,
     ) -> RenderedChat:
         """The prompt ending where the assistant's reply begins.
 
-        With `tools`, the system text lists them and says how to call one. `extra_user_turn`
-        appends a question (used to ask the model whether it needs a tool).
+        With `tools`, the system text lists them and says how to call one, or, with
+        `native_tools`, the model's own template receives them (its own tool format).
+        `extra_user_turn` appends a question (used to ask the model whether it needs a tool).
         """
         if not messages and extra_user_turn is None:
             raise ChatTemplateError("messages must not be empty")
         turns = list(messages)
-        if tools:
+        native = native_tools and self._jinja is not None
+        if tools and not native:
             turns = _with_tool_instructions(turns, tools)
         if extra_user_turn is not None:
             turns.append(ChatMessage("user", extra_user_turn))
         if self._jinja is not None:
-            return self._render_jinja(turns)
+            return self._render_jinja(turns, tools if native else ())
         return self._builtin.render(turns, self._bos)
 
-    def _render_jinja(self, turns: list[ChatMessage]) -> RenderedChat:
+    def _render_jinja(self, turns: list[ChatMessage], tools: Sequence[ToolSpec]) -> RenderedChat:
+        assert self._jinja is not None
+        extra: dict[str, Any] = {}
+        if tools:
+            extra["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
         try:
-            prompt = self._jinja.render(  # type: ignore[union-attr]
+            prompt = self._jinja.render(
                 messages=[_jinja_message(m) for m in turns],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,
+                **extra,
             )
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"the model's chat template failed: {exc}") from None

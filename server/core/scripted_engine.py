@@ -36,6 +36,7 @@ class ScriptedEngine:
         fail_after: int | None = None,
         end_after: int | None = None,
         context_size: int = 4096,
+        chat_template: ChatTemplate | None = None,
     ) -> None:
         self._pieces = list(pieces)
         self._token_seconds = token_seconds
@@ -43,7 +44,7 @@ class ScriptedEngine:
         self._end_after = end_after
         self._context_size = context_size
         self.requests: list[GenerationRequest] = []
-        self._chat_template = ChatTemplate(None, "gemma3")
+        self._chat_template = chat_template or ChatTemplate(None, "gemma3")
 
     @property
     def model_name(self) -> str:

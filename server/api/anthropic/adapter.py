@@ -24,7 +24,7 @@ from server.api.common import (
 )
 from server.api.errors import Dialect
 from server.core.chat import ChatMessage, ChatTemplate, ToolCall, ToolSpec
-from server.core.types import FinishReason, GenerationOutcome
+from server.core.types import FinishReason
 
 
 def _blocks_text(content: str | list[Any] | None) -> str:
@@ -82,7 +82,10 @@ def tool_choice(choice: AnthropicToolChoice | None) -> ToolChoice:
 
 
 def messages_plan(
-    body: AnthropicMessagesRequest, template: ChatTemplate, request_id: str
+    body: AnthropicMessagesRequest,
+    template: ChatTemplate,
+    request_id: str,
+    native_tools: bool = False,
 ) -> ChatPlan:
     return plan_chat(
         template,
@@ -94,23 +97,28 @@ def messages_plan(
         stop=stop_list(body.stop_sequences),
         tools=tools_of(body.tools),
         tool_choice=tool_choice(body.tool_choice),
+        native_tools=native_tools,
     )
 
 
-def stop_reason(plan: ChatPlan, answer_outcome: GenerationOutcome, tool_call: bool) -> str:
-    if tool_call:
+def stop_reason(plan: ChatPlan, answer: ChatAnswer) -> str:
+    if answer.tool_calls:
         return "tool_use"
-    if answer_outcome.finish_reason is FinishReason.LENGTH:
+    if answer.outcome.finish_reason is FinishReason.LENGTH:
         return "max_tokens"
-    if matched_user_stop(plan, answer_outcome) is not None:
+    if matched_user_stop(plan, answer.outcome) is not None:
         return "stop_sequence"
     return "end_turn"
+
+
+def tool_use_id(call_id: str) -> str:
+    return "toolu_" + call_id.removeprefix("call_")
 
 
 def tool_use_block(call: ToolCall) -> dict[str, Any]:
     return {
         "type": "tool_use",
-        "id": "toolu_" + call.id.removeprefix("call_"),
+        "id": tool_use_id(call.id),
         "name": call.name,
         "input": call.arguments,
     }
@@ -119,18 +127,17 @@ def tool_use_block(call: ToolCall) -> dict[str, Any]:
 def message_object(
     message_id: str, model: str, plan: ChatPlan, answer: ChatAnswer
 ) -> dict[str, Any]:
-    content = (
-        [tool_use_block(answer.tool_call)]
-        if answer.tool_call
-        else [{"type": "text", "text": answer.text}]
-    )
+    content: list[dict[str, Any]] = []
+    if answer.text or not answer.tool_calls:
+        content.append({"type": "text", "text": answer.text})
+    content += [tool_use_block(call) for call in answer.tool_calls]
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(plan, answer.outcome, answer.tool_call is not None),
+        "stop_reason": stop_reason(plan, answer),
         "stop_sequence": matched_user_stop(plan, answer.outcome),
         "usage": {
             "input_tokens": answer.outcome.prompt_tokens,

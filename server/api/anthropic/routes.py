@@ -17,11 +17,12 @@ from sse_starlette import ServerSentEvent
 from server.api import common
 from server.api.anthropic import adapter
 from server.api.anthropic.schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
-from server.api.deps import ModelInfoDep, SchedulerDep, key_required
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
 from server.core.chat import ChatTemplateError
 from server.core.scheduler import Job, Scheduler
-from server.core.types import GenerationOutcome, TokenEvent
+from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
+from server.core.types import GenerationOutcome
 from server.streaming import ClientDisconnectedError, sse_response
 
 router = APIRouter(tags=["Anthropic"])
@@ -34,10 +35,12 @@ def _sse(named: tuple[str, str]) -> ServerSentEvent:
 
 
 @router.post("/v1/messages", dependencies=[RequireKey])
-async def messages(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+async def messages(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Response:
     body = await parse_json_body(request, AnthropicMessagesRequest, Dialect.ANTHROPIC)
     message_id = common.new_id("msg_")
-    plan = adapter.messages_plan(body, model.chat_template, message_id)
+    plan = adapter.messages_plan(body, model.chat_template, message_id, settings.jinja_tools)
     job = common.submit(scheduler, plan.generation)
     if body.stream:
         return sse_response(_message_events(request, scheduler, job, plan, model.name))
@@ -70,88 +73,81 @@ async def _message_events(
     keepalive = request.app.state.keepalive_seconds
     # input_tokens is only known once the prompt is read; 0 here, the real count at the end.
     yield _sse(adapter.message_start(message_id, model, 0))
-    if plan.tools_offered:
-        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
-            if answer is None:
-                yield None
-                continue
+    blocks = 0  # content blocks opened so far; the open one is blocks - 1
+    text_open = False
+    async for item in common.chat_events(scheduler, job, plan, keepalive):
+        if item is None:
+            yield None
+        elif isinstance(item, TextDelta):
+            if not text_open:
+                yield _start_text(blocks)
+                blocks, text_open = blocks + 1, True
+            yield _sse(
+                adapter.event(
+                    "content_block_delta",
+                    index=blocks - 1,
+                    delta={"type": "text_delta", "text": item.text},
+                )
+            )
+        elif isinstance(item, ToolCallStart):
+            if text_open:
+                yield _sse(adapter.event("content_block_stop", index=blocks - 1))
+                text_open = False
+            yield _sse(
+                adapter.event(
+                    "content_block_start",
+                    index=blocks,
+                    content_block={
+                        "type": "tool_use",
+                        "id": adapter.tool_use_id(item.call_id),
+                        "name": item.name,
+                        "input": {},
+                    },
+                )
+            )
+            blocks += 1
+        elif isinstance(item, ToolArgumentsDelta):
+            yield _sse(
+                adapter.event(
+                    "content_block_delta",
+                    index=blocks - 1,
+                    delta={"type": "input_json_delta", "partial_json": item.fragment},
+                )
+            )
+        elif isinstance(item, ToolCallDone):
+            yield _sse(adapter.event("content_block_stop", index=blocks - 1))
+        else:
+            answer = item.answer
             if common.failed(answer.outcome):
                 yield _error(answer.outcome)
                 return
-            if answer.tool_call is not None:
-                block = adapter.tool_use_block(answer.tool_call)
-                yield _sse(
-                    adapter.event(
-                        "content_block_start", index=0, content_block={**block, "input": {}}
-                    )
-                )
-                yield _sse(
-                    adapter.event(
-                        "content_block_delta",
-                        index=0,
-                        delta={
-                            "type": "input_json_delta",
-                            "partial_json": json.dumps(block["input"]),
-                        },
-                    )
-                )
-            else:
-                yield _sse(
-                    adapter.event(
-                        "content_block_start", index=0, content_block={"type": "text", "text": ""}
-                    )
-                )
-                if answer.text:
-                    yield _sse(
-                        adapter.event(
-                            "content_block_delta",
-                            index=0,
-                            delta={"type": "text_delta", "text": answer.text},
-                        )
-                    )
-            for end in _message_end(plan, answer.outcome, answer.tool_call is not None):
-                yield end
-        return
-
-    yield _sse(
-        adapter.event("content_block_start", index=0, content_block={"type": "text", "text": ""})
-    )
-    async for event in scheduler.events(job, idle_timeout=keepalive):
-        if event is None:
-            yield None
-        elif isinstance(event, TokenEvent):
+            if blocks == 0:  # an empty reply still has its (empty) text block
+                yield _start_text(0)
+                blocks, text_open = 1, True
+            if text_open:
+                yield _sse(adapter.event("content_block_stop", index=blocks - 1))
             yield _sse(
                 adapter.event(
-                    "content_block_delta", index=0, delta={"type": "text_delta", "text": event.text}
+                    "message_delta",
+                    delta={
+                        "stop_reason": adapter.stop_reason(plan, answer),
+                        "stop_sequence": common.matched_user_stop(plan, answer.outcome),
+                    },
+                    usage={
+                        "input_tokens": answer.outcome.prompt_tokens,
+                        "output_tokens": answer.outcome.completion_tokens,
+                    },
                 )
             )
-        elif common.failed(event):
-            yield _error(event)
-        else:
-            for end in _message_end(plan, event, tool_call=False):
-                yield end
+            yield _sse(adapter.event("message_stop"))
 
 
-def _message_end(
-    plan: common.ChatPlan, outcome: GenerationOutcome, tool_call: bool
-) -> list[ServerSentEvent]:
-    return [
-        _sse(adapter.event("content_block_stop", index=0)),
-        _sse(
-            adapter.event(
-                "message_delta",
-                delta={
-                    "stop_reason": adapter.stop_reason(plan, outcome, tool_call),
-                    "stop_sequence": common.matched_user_stop(plan, outcome),
-                },
-                usage={
-                    "input_tokens": outcome.prompt_tokens,
-                    "output_tokens": outcome.completion_tokens,
-                },
-            )
-        ),
-        _sse(adapter.event("message_stop")),
-    ]
+def _start_text(index: int) -> ServerSentEvent:
+    return _sse(
+        adapter.event(
+            "content_block_start", index=index, content_block={"type": "text", "text": ""}
+        )
+    )
 
 
 def _error(outcome: GenerationOutcome) -> ServerSentEvent:

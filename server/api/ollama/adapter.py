@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from server.api.common import ChatAnswer, ChatPlan, plan_chat, sampling_from
+from server.api.common import ChatPlan, plan_chat, sampling_from
 from server.api.errors import Dialect
 from server.api.ollama.schemas import (
     OllamaChatRequest,
@@ -84,7 +85,11 @@ def chat_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
 
 
 def chat_plan(
-    body: OllamaChatRequest, template: ChatTemplate, request_id: str, default_max: int
+    body: OllamaChatRequest,
+    template: ChatTemplate,
+    request_id: str,
+    default_max: int,
+    native_tools: bool = False,
 ) -> ChatPlan:
     tools = [
         ToolSpec(t.function.name, t.function.description, t.function.parameters or {})
@@ -100,6 +105,7 @@ def chat_plan(
         stop=body.options.stop or (),
         tools=tools,
         response_schema=format_schema(body.format),
+        native_tools=native_tools,
     )
 
 
@@ -127,11 +133,11 @@ def generate_chunk(model: str, text: str) -> dict[str, Any]:
     return {"model": model, "created_at": created_at(), "response": text, "done": False}
 
 
-def chat_chunk(model: str, text: str, answer: ChatAnswer | None = None) -> dict[str, Any]:
+def chat_chunk(model: str, text: str, tool_calls: Sequence[ToolCall] = ()) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text}
-    if answer is not None and answer.tool_call is not None:
-        call = answer.tool_call
+    if tool_calls:
         message["tool_calls"] = [
-            {"function": {"index": 0, "name": call.name, "arguments": call.arguments}}
+            {"function": {"index": index, "name": call.name, "arguments": call.arguments}}
+            for index, call in enumerate(tool_calls)
         ]
     return {"model": model, "created_at": created_at(), "message": message, "done": False}

@@ -21,6 +21,7 @@ from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
 from server.api.ollama import adapter
 from server.api.ollama.schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest
 from server.core.scheduler import Job, Scheduler
+from server.core.tool_stream import TextDelta, ToolCallDone
 from server.core.types import GenerationOutcome, TokenEvent
 from server.streaming import ClientDisconnectedError, ndjson_response
 
@@ -76,7 +77,11 @@ async def chat(
 ) -> Response:
     body = await parse_json_body(request, OllamaChatRequest, Dialect.OLLAMA)
     plan = adapter.chat_plan(
-        body, model.chat_template, common.new_id("chat-"), settings.defaultgenamt
+        body,
+        model.chat_template,
+        common.new_id("chat-"),
+        settings.defaultgenamt,
+        settings.jinja_tools,
     )
     job = common.submit(scheduler, plan.generation)
     if body.stream:
@@ -89,7 +94,10 @@ async def chat(
         raise _failure(outcome)
     answer = common.read_answer(plan, text, outcome)
     return JSONResponse(
-        {**adapter.chat_chunk(body.model, answer.text, answer), **adapter.final_fields(outcome)}
+        {
+            **adapter.chat_chunk(body.model, answer.text, answer.tool_calls),
+            **adapter.final_fields(outcome),
+        }
     )
 
 
@@ -97,25 +105,20 @@ async def _chat_lines(
     request: Request, scheduler: Scheduler, job: Job, plan: common.ChatPlan, model: str
 ) -> AsyncIterator[dict[str, Any]]:
     keepalive = request.app.state.keepalive_seconds
-    if plan.tools_offered:
-        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
-            if answer is None:
-                yield adapter.chat_chunk(model, "")  # a harmless keep-alive line
-            elif common.failed(answer.outcome):
-                yield {"error": common.failure_message(answer.outcome)}
+    async for item in common.chat_events(scheduler, job, plan, keepalive):
+        if item is None:
+            yield adapter.chat_chunk(model, "")  # a harmless keep-alive line
+        elif isinstance(item, TextDelta):
+            yield adapter.chat_chunk(model, item.text)
+        elif isinstance(item, ToolCallDone):
+            # Ollama sends each call whole, arguments as an object.
+            yield adapter.chat_chunk(model, "", (item.call,))
+        elif isinstance(item, common.ChatEnd):
+            outcome = item.answer.outcome
+            if common.failed(outcome):
+                yield {"error": common.failure_message(outcome)}
             else:
-                yield adapter.chat_chunk(model, answer.text, answer)
-                yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(answer.outcome)}
-        return
-    async for event in scheduler.events(job, idle_timeout=keepalive):
-        if event is None:
-            yield adapter.chat_chunk(model, "")
-        elif isinstance(event, TokenEvent):
-            yield adapter.chat_chunk(model, event.text)
-        elif common.failed(event):
-            yield {"error": common.failure_message(event)}
-        else:
-            yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(event)}
+                yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(outcome)}
 
 
 def _model_entry(name: str, context_size: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from server.api.openai.schemas import (
     ResponsesRequest,
 )
 from server.core.chat import ChatMessage, ChatTemplate, ToolCall, ToolSpec
+from server.core.tool_stream import ToolArgumentsDelta, ToolCallStart
 from server.core.types import (
     FinishReason,
     GenerationOutcome,
@@ -159,7 +160,11 @@ def response_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | 
 
 
 def chat_plan(
-    body: OpenAIChatRequest, template: ChatTemplate, request_id: str, default_max: int
+    body: OpenAIChatRequest,
+    template: ChatTemplate,
+    request_id: str,
+    default_max: int,
+    native_tools: bool = False,
 ) -> ChatPlan:
     tools = [
         ToolSpec(t.function.name, t.function.description, t.function.parameters or {})
@@ -176,6 +181,7 @@ def chat_plan(
         tools=tools,
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=response_schema(body.response_format),
+        native_tools=native_tools,
         genkey=body.genkey,
     )
 
@@ -191,10 +197,10 @@ def openai_tool_call(call: ToolCall) -> dict[str, Any]:
 def chat_completion(
     completion_id: str, model: str, created: int, answer: ChatAnswer
 ) -> dict[str, Any]:
-    tool_calls = [openai_tool_call(answer.tool_call)] if answer.tool_call else []
+    tool_calls = [openai_tool_call(call) for call in answer.tool_calls]
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": None if answer.tool_call else answer.text,
+        "content": answer.text or (None if tool_calls else ""),
         "refusal": None,
     }
     if tool_calls:
@@ -209,7 +215,7 @@ def chat_completion(
                 "index": 0,
                 "message": message,
                 "logprobs": None,
-                "finish_reason": finish_reason(answer.outcome, answer.tool_call is not None),
+                "finish_reason": finish_reason(answer.outcome, bool(answer.tool_calls)),
             }
         ],
         "usage": usage(answer.outcome),
@@ -240,22 +246,19 @@ class ChatChunks:
     def content(self, text: str) -> dict[str, Any]:
         return self.delta({"content": text})
 
-    def tool_call_start(self, call: ToolCall) -> dict[str, Any]:
-        return self.delta(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": ""},
-                    }
-                ]
-            }
-        )
+    def tool_call_start(self, start: ToolCallStart) -> dict[str, Any]:
+        # id, type and name once per index: the SDK concatenates repeated strings.
+        call = {
+            "index": start.index,
+            "id": start.call_id,
+            "type": "function",
+            "function": {"name": start.name, "arguments": ""},
+        }
+        return self.delta({"tool_calls": [call]})
 
-    def tool_call_arguments(self, arguments: str) -> dict[str, Any]:
-        return self.delta({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]})
+    def tool_call_arguments(self, delta: ToolArgumentsDelta) -> dict[str, Any]:
+        fragment = {"index": delta.index, "function": {"arguments": delta.fragment}}
+        return self.delta({"tool_calls": [fragment]})
 
     def finish(self, reason: str) -> dict[str, Any]:
         return self.delta({}, reason)
@@ -288,7 +291,11 @@ def responses_messages(body: ResponsesRequest) -> list[ChatMessage]:
 
 
 def responses_plan(
-    body: ResponsesRequest, template: ChatTemplate, request_id: str, default_max: int
+    body: ResponsesRequest,
+    template: ChatTemplate,
+    request_id: str,
+    default_max: int,
+    native_tools: bool = False,
 ) -> ChatPlan:
     tools = [
         ToolSpec(t.name, t.description, t.parameters or {})
@@ -308,6 +315,7 @@ def responses_plan(
         tools=tools,
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=response_schema(text_format if isinstance(text_format, dict) else None),
+        native_tools=native_tools,
         genkey=body.genkey,
     )
 
@@ -385,17 +393,22 @@ class ResponseBuilder:
             "content": content,
         }
 
-    def function_call_item(self, call: ToolCall, status: str = "completed") -> dict[str, Any]:
+    def function_call_item(
+        self, call_id: str, name: str, arguments: str, status: str = "completed"
+    ) -> dict[str, Any]:
         return {
             "type": "function_call",
-            "id": "fc_" + call.id.removeprefix("call_"),
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": "" if status == "in_progress" else json.dumps(call.arguments),
+            "id": "fc_" + call_id.removeprefix("call_"),
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
             "status": status,
         }
 
     def output_for(self, answer: ChatAnswer) -> list[dict[str, Any]]:
-        if answer.tool_call is not None:
-            return [self.function_call_item(answer.tool_call)]
-        return [self.message_item(answer.text)]
+        items = [self.message_item(answer.text)] if answer.text or not answer.tool_calls else []
+        items += [
+            self.function_call_item(c.id, c.name, json.dumps(c.arguments))
+            for c in answer.tool_calls
+        ]
+        return items

@@ -23,6 +23,7 @@ from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_js
 from server.api.openai import adapter
 from server.api.openai.schemas import OpenAIChatRequest, OpenAICompletionRequest, ResponsesRequest
 from server.core.scheduler import Job, Scheduler
+from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
 from server.core.types import GenerationOutcome, TokenEvent
 from server.streaming import ClientDisconnectedError, sse_response
 
@@ -111,7 +112,11 @@ async def chat_completions(
 ) -> Response:
     body = await parse_json_body(request, OpenAIChatRequest, Dialect.OPENAI)
     plan = adapter.chat_plan(
-        body, model.chat_template, common.new_id("chatcmpl-"), settings.defaultgenamt
+        body,
+        model.chat_template,
+        common.new_id("chatcmpl-"),
+        settings.defaultgenamt,
+        settings.jinja_tools,
     )
     job = common.submit(scheduler, plan.generation)
     if body.stream:
@@ -137,38 +142,26 @@ async def _chat_events(
     model: str,
 ) -> AsyncIterator[ServerSentEvent | None]:
     chunks = adapter.ChatChunks(plan.generation.request_id, model)
-    keepalive = request.app.state.keepalive_seconds
     yield _data(chunks.role())
-    outcome: GenerationOutcome | None = None
-    if plan.tools_offered:
-        # A tool call is only known once it is complete: buffer, keeping the line alive.
-        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
-            if answer is None:
-                yield None
-                continue
-            outcome = answer.outcome
+    keepalive = request.app.state.keepalive_seconds
+    async for item in common.chat_events(scheduler, job, plan, keepalive):
+        if item is None:
+            yield None
+        elif isinstance(item, TextDelta):
+            yield _data(chunks.content(item.text))
+        elif isinstance(item, ToolCallStart):
+            yield _data(chunks.tool_call_start(item))
+        elif isinstance(item, ToolArgumentsDelta):
+            yield _data(chunks.tool_call_arguments(item))
+        elif isinstance(item, common.ChatEnd):
+            outcome = item.answer.outcome
             if common.failed(outcome):
-                break
-            if answer.tool_call is not None:
-                yield _data(chunks.tool_call_start(answer.tool_call))
-                yield _data(chunks.tool_call_arguments(json.dumps(answer.tool_call.arguments)))
-            elif answer.text:
-                yield _data(chunks.content(answer.text))
-            yield _data(chunks.finish(adapter.finish_reason(outcome, answer.tool_call is not None)))
-    else:
-        async for event in scheduler.events(job, idle_timeout=keepalive):
-            if event is None:
-                yield None
-            elif isinstance(event, TokenEvent):
-                yield _data(chunks.content(event.text))
+                yield _error_data(outcome)  # openai-python raises APIError on this
             else:
-                outcome = event
-                if not common.failed(outcome):
-                    yield _data(chunks.finish(adapter.finish_reason(outcome)))
-    if outcome is not None and common.failed(outcome):
-        yield _error_data(outcome)  # openai-python raises APIError on this
-    elif outcome is not None and body.include_usage:
-        yield _data(chunks.usage(outcome))
+                reason = adapter.finish_reason(outcome, bool(item.answer.tool_calls))
+                yield _data(chunks.finish(reason))
+                if body.include_usage:
+                    yield _data(chunks.usage(outcome))
     yield DONE
 
 
@@ -181,7 +174,9 @@ async def responses(
 ) -> Response:
     body = await parse_json_body(request, ResponsesRequest, Dialect.OPENAI)
     response_id = common.new_id("resp_")
-    plan = adapter.responses_plan(body, model.chat_template, response_id, settings.defaultgenamt)
+    plan = adapter.responses_plan(
+        body, model.chat_template, response_id, settings.defaultgenamt, settings.jinja_tools
+    )
     job = common.submit(scheduler, plan.generation)
     builder = adapter.ResponseBuilder(response_id, model.name, body)
     if body.stream:
@@ -212,146 +207,143 @@ async def _responses_events(
     started = builder.response("in_progress", [])
     yield _named(builder.event("response.created", response=started))
     yield _named(builder.event("response.in_progress", response=started))
-    if plan.tools_offered:
-        answer: common.ChatAnswer | None = None
-        async for answer in common.buffered_answer(scheduler, job, plan, keepalive):
-            if answer is None:
-                yield None
-        if answer is None or common.failed(answer.outcome):
-            outcome = answer.outcome if answer else None
-            for event in _failure_events(builder, outcome):
-                yield event
-            return
-        if answer.tool_call is not None:
-            for event in _function_call_events(builder, answer):
-                yield event
-        else:
-            for event in _text_start(builder):
-                yield event
-            if answer.text:
-                yield _text_delta(builder, answer.text)
-            for event in _text_end(builder, answer.text):
-                yield event
-        yield _named(
-            builder.event(
-                "response.completed",
-                response=builder.response("completed", builder.output_for(answer), answer.outcome),
-            )
-        )
-        return
-
-    for event in _text_start(builder):
-        yield event
-    parts: list[str] = []
-    async for item in scheduler.events(job, idle_timeout=keepalive):
+    output: list[dict[str, Any]] = []  # finished output items, in output_index order
+    message: _OpenMessage | None = None
+    calls: dict[int, tuple[int, ToolCallStart]] = {}  # tool index -> (output_index, start)
+    async for item in common.chat_events(scheduler, job, plan, keepalive):
         if item is None:
             yield None
-        elif isinstance(item, TokenEvent):
-            parts.append(item.text)
-            yield _text_delta(builder, item.text)
-        elif common.failed(item):
-            for event in _failure_events(builder, item):
-                yield event
-            return
-        else:
-            text = "".join(parts)
-            for event in _text_end(builder, text):
-                yield event
+        elif isinstance(item, TextDelta):
+            if message is None:
+                message = _OpenMessage(len(output))
+                for event in message.open(builder):
+                    yield event
+            yield message.delta(builder, item.text)
+        elif isinstance(item, ToolCallStart):
+            if message is not None:
+                for event in message.close(builder, output):
+                    yield event
+                message = None
+            calls[item.index] = (len(output), item)
+            output.append({})  # its place, filled when the call is done
+            pending = builder.function_call_item(item.call_id, item.name, "", "in_progress")
             yield _named(
                 builder.event(
-                    "response.completed",
-                    response=builder.response("completed", [builder.message_item(text)], item),
+                    "response.output_item.added", output_index=len(output) - 1, item=pending
+                )
+            )
+        elif isinstance(item, ToolArgumentsDelta):
+            output_index, start = calls[item.index]
+            yield _named(
+                builder.event(
+                    "response.function_call_arguments.delta",
+                    output_index=output_index,
+                    item_id=builder.function_call_item(start.call_id, start.name, "")["id"],
+                    delta=item.fragment,
+                )
+            )
+        elif isinstance(item, ToolCallDone):
+            output_index, start = calls[item.index]
+            arguments = json.dumps(item.call.arguments)
+            done = builder.function_call_item(start.call_id, start.name, arguments)
+            output[output_index] = done
+            yield _named(
+                builder.event(
+                    "response.function_call_arguments.done",
+                    output_index=output_index,
+                    item_id=done["id"],
+                    name=start.name,
+                    arguments=arguments,
+                )
+            )
+            yield _named(
+                builder.event("response.output_item.done", output_index=output_index, item=done)
+            )
+        else:
+            outcome = item.answer.outcome
+            if common.failed(outcome):
+                for event in _failure_events(builder, outcome):
+                    yield event
+                return
+            if message is None and not output:
+                message = _OpenMessage(0)
+                for event in message.open(builder):
+                    yield event
+            if message is not None:
+                for event in message.close(builder, output):
+                    yield event
+            yield _named(
+                builder.event(
+                    "response.completed", response=builder.response("completed", output, outcome)
                 )
             )
 
 
-def _text_start(builder: adapter.ResponseBuilder) -> list[ServerSentEvent]:
-    return [
-        _named(
-            builder.event(
-                "response.output_item.added",
-                output_index=0,
-                item=builder.message_item("", "in_progress"),
-            )
-        ),
-        _named(
-            builder.event(
-                "response.content_part.added",
-                item_id=builder.message_id,
-                output_index=0,
-                content_index=0,
-                part={"type": "output_text", "text": "", "annotations": []},
-            )
-        ),
-    ]
+class _OpenMessage:
+    """The assistant message item of a Responses stream while its text arrives."""
 
+    def __init__(self, output_index: int) -> None:
+        self.output_index = output_index
+        self.parts: list[str] = []
 
-def _text_delta(builder: adapter.ResponseBuilder, text: str) -> ServerSentEvent:
-    return _named(
-        builder.event(
-            "response.output_text.delta",
-            item_id=builder.message_id,
-            output_index=0,
-            content_index=0,
-            delta=text,
-            logprobs=[],
+    def _ids(self, builder: adapter.ResponseBuilder) -> dict[str, Any]:
+        return {
+            "item_id": builder.message_id,
+            "output_index": self.output_index,
+            "content_index": 0,
+        }
+
+    def open(self, builder: adapter.ResponseBuilder) -> list[ServerSentEvent]:
+        return [
+            _named(
+                builder.event(
+                    "response.output_item.added",
+                    output_index=self.output_index,
+                    item=builder.message_item("", "in_progress"),
+                )
+            ),
+            _named(
+                builder.event(
+                    "response.content_part.added",
+                    **self._ids(builder),
+                    part={"type": "output_text", "text": "", "annotations": []},
+                )
+            ),
+        ]
+
+    def delta(self, builder: adapter.ResponseBuilder, text: str) -> ServerSentEvent:
+        self.parts.append(text)
+        return _named(
+            builder.event(
+                "response.output_text.delta", **self._ids(builder), delta=text, logprobs=[]
+            )
         )
-    )
 
-
-def _text_end(builder: adapter.ResponseBuilder, text: str) -> list[ServerSentEvent]:
-    ids = {"item_id": builder.message_id, "output_index": 0, "content_index": 0}
-    return [
-        _named(builder.event("response.output_text.done", **ids, text=text, logprobs=[])),
-        _named(
-            builder.event(
-                "response.content_part.done",
-                **ids,
-                part={"type": "output_text", "text": text, "annotations": []},
-            )
-        ),
-        _named(
-            builder.event(
-                "response.output_item.done", output_index=0, item=builder.message_item(text)
-            )
-        ),
-    ]
-
-
-def _function_call_events(
-    builder: adapter.ResponseBuilder, answer: common.ChatAnswer
-) -> list[ServerSentEvent]:
-    call = answer.tool_call
-    assert call is not None
-    item = builder.function_call_item(call)
-    arguments = item["arguments"]
-    return [
-        _named(
-            builder.event(
-                "response.output_item.added",
-                output_index=0,
-                item=builder.function_call_item(call, "in_progress"),
-            )
-        ),
-        _named(
-            builder.event(
-                "response.function_call_arguments.delta",
-                item_id=item["id"],
-                output_index=0,
-                delta=arguments,
-            )
-        ),
-        _named(
-            builder.event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=0,
-                name=call.name,
-                arguments=arguments,
-            )
-        ),
-        _named(builder.event("response.output_item.done", output_index=0, item=item)),
-    ]
+    def close(
+        self, builder: adapter.ResponseBuilder, output: list[dict[str, Any]]
+    ) -> list[ServerSentEvent]:
+        text = "".join(self.parts)
+        item = builder.message_item(text)
+        output.insert(self.output_index, item)
+        return [
+            _named(
+                builder.event(
+                    "response.output_text.done", **self._ids(builder), text=text, logprobs=[]
+                )
+            ),
+            _named(
+                builder.event(
+                    "response.content_part.done",
+                    **self._ids(builder),
+                    part={"type": "output_text", "text": text, "annotations": []},
+                )
+            ),
+            _named(
+                builder.event(
+                    "response.output_item.done", output_index=self.output_index, item=item
+                )
+            ),
+        ]
 
 
 def _failure_events(
