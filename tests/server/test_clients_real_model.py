@@ -394,3 +394,18 @@ def test_raw_framing_of_each_dialect(hearth: RunningServer) -> None:
         lines = [json.loads(line) for line in response.text.splitlines()]
         assert all(line["message"]["role"] == "assistant" for line in lines)
         assert lines[-1]["done"] is True and not any(line["done"] for line in lines[:-1])
+
+
+def test_ollama_disconnect_frees_the_server(llama: ollama.Client, hearth: RunningServer) -> None:
+    with (
+        httpx.Client(base_url=hearth.base_url, timeout=60) as client,
+        client.stream(
+            "POST",
+            "/api/generate",
+            json={"model": "m", "prompt": "A long tale:", "options": {"num_predict": 400}},
+        ) as response,
+    ):
+        lines = response.iter_lines()
+        for _ in range(3):
+            assert json.loads(next(lines))["done"] is False
+    assert wait_idle(hearth) < 1.0

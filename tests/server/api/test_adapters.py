@@ -1,0 +1,75 @@
+"""Dialect adapters turn wire messages into the same chat turns."""
+
+from __future__ import annotations
+
+from server.api.anthropic.adapter import chat_messages as anthropic_turns
+from server.api.anthropic.schemas import AnthropicMessagesRequest
+from server.api.openai.adapter import responses_messages
+from server.api.openai.schemas import ResponsesRequest
+from server.core.chat import ChatMessage, ToolCall
+
+
+def test_anthropic_blocks_become_turns_with_calls_and_results() -> None:
+    body = AnthropicMessagesRequest.model_validate(
+        {
+            "max_tokens": 5,
+            "system": [{"type": "text", "text": "Be exact."}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Checking."},
+                        {
+                            "type": "tool_use",
+                            "id": "t1",
+                            "name": "get_weather",
+                            "input": {"city": "Oslo"},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "text", "text": "-3 C"}],
+                        }
+                    ],
+                },
+            ],
+        }
+    )
+    assert anthropic_turns(body.system, body.messages) == [
+        ChatMessage("system", "Be exact."),
+        ChatMessage("user", "Weather?"),
+        ChatMessage(
+            "assistant", "Checking.", tool_calls=(ToolCall("t1", "get_weather", {"city": "Oslo"}),)
+        ),
+        ChatMessage("tool", "-3 C", tool_call_id="t1"),
+    ]
+
+
+def test_responses_input_items_become_turns() -> None:
+    body = ResponsesRequest.model_validate(
+        {
+            "instructions": "Be exact.",
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "get_weather",
+                    "arguments": '{"city": "Oslo"}',
+                },
+                {"type": "function_call_output", "call_id": "c1", "output": "-3 C"},
+            ],
+        }
+    )
+    assert responses_messages(body) == [
+        ChatMessage("system", "Be exact."),
+        ChatMessage("user", "Weather?"),
+        ChatMessage("assistant", tool_calls=(ToolCall("c1", "get_weather", {"city": "Oslo"}),)),
+        ChatMessage("tool", "-3 C", tool_call_id="c1"),
+    ]
