@@ -12,11 +12,12 @@ from pydantic import ValidationError
 
 from server.api.errors import describe_validation_error
 from server.app import create_app
-from server.cli import settings_from_args
+from server.cli import CommandLine, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start, setup_console_logging
 from server.kcpps import SettingsFileError
 from server.model_file import ModelFileError, resolve_model_path
+from server.netcheck import port_in_use
 
 logger = logging.getLogger("hearth")
 
@@ -25,15 +26,31 @@ EXIT_USAGE = 2
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        settings = settings_from_args(argv)
+        command_line = parse_command_line(argv)
     except SettingsFileError as exc:
         sys.stderr.write(f"hearth: settings file {exc}\n")
         return EXIT_USAGE
     except ValidationError as exc:
         sys.stderr.write(f"hearth: invalid option: {describe_validation_error(exc)}\n")
         return EXIT_USAGE
+    settings = command_line.settings
+    if wants_launcher(command_line):
+        # Imported here: a headless server never loads Qt.
+        from app.__main__ import run_launcher
+
+        given = command_line.model_or_config_given
+        return run_launcher(settings if given else None)
     setup_console_logging()
     return serve(settings)
+
+
+def wants_launcher(command_line: CommandLine) -> bool:
+    """KoboldCpp's rule: the launcher opens when no model and no config were given, or with
+    --showgui; --skiplauncher always serves."""
+    settings = command_line.settings
+    if settings.skiplauncher:
+        return False
+    return settings.showgui or not command_line.model_or_config_given
 
 
 def serve(settings: HearthSettings) -> int:
@@ -41,6 +58,14 @@ def serve(settings: HearthSettings) -> int:
     # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
     from server.core.llama_engine import LlamaCppEngine
 
+    if port_in_use(settings.listen_host, settings.port_param):
+        logger.error(
+            "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
+            "choose another with --port.",
+            settings.port_param,
+            settings.listen_host,
+        )
+        return EXIT_USAGE
     try:
         model_path = resolve_model_path(settings.model_param)
     except ModelFileError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass(frozen=True, slots=True)
+class CommandLine:
+    settings: HearthSettings
+    model_or_config_given: bool  # KoboldCpp opens the launcher when neither was given
+
+
 def settings_from_args(argv: Sequence[str] | None = None) -> HearthSettings:
+    return parse_command_line(argv).settings
+
+
+def parse_command_line(argv: Sequence[str] | None = None) -> CommandLine:
     """Parse the command line, load `--config` if given, and apply the explicit flags on top.
 
     Raises `SettingsFileError` for an unusable config file and `pydantic.ValidationError` for
@@ -99,4 +110,5 @@ def settings_from_args(argv: Sequence[str] | None = None) -> HearthSettings:
     merged = {**base.model_dump(), **given}
     if merged.get("jinja_tools"):
         merged["jinja"] = True  # as in KoboldCpp, Jinja for Tools turns on Use Jinja
-    return HearthSettings.model_validate(merged)
+    given_anything = config_path is not None or "model_param" in given
+    return CommandLine(HearthSettings.model_validate(merged), given_anything)

@@ -57,6 +57,9 @@ class HearthSettings(BaseModel):
         default=False,
         description="Tool calls in the model's own format, streamed live when recognized.",
     )
+    launch: bool = Field(
+        default=False, description="The launcher opens the server's page once it is ready."
+    )
     skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
     showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
 

@@ -7,6 +7,7 @@ import logging
 from server.config import HearthSettings
 from server.core.scheduler import Job
 from server.core.types import FinishReason
+from server.netcheck import url_host
 
 logger = logging.getLogger("hearth")
 
@@ -23,7 +24,7 @@ def setup_console_logging() -> None:
 
 
 def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
-    base = f"http://{_url_host(settings.listen_host)}:{settings.port_param}"
+    base = f"http://{url_host(settings.listen_host)}:{settings.port_param}"
     return [
         ("KoboldAI API", f"{base}/api/"),
         ("KoboldAI stream", f"{base}/api/extra/generate/stream"),
@@ -48,12 +49,6 @@ def announce_start(settings: HearthSettings, model_name: str) -> None:
             "can use the model.",
             settings.listen_host,
         )
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", "::"):
-        return "localhost"
-    return f"[{host}]" if ":" in host else host
 
 
 class RequestLog:

@@ -1,0 +1,112 @@
+"""ServerProcess: the one object that owns the server subprocess (a QProcess).
+
+Widgets connect to its signals and call start/stop; they never touch the process. Output is
+read as bytes, assembled into whole UTF-8 lines, and emitted in batches so a fast log cannot
+flood the event loop. Stop asks politely (SIGTERM; the server shuts down cleanly), then kills
+after a grace period, without blocking the GUI thread.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+
+from app.log_buffer import LineAssembler
+
+STOP_GRACE_MS = 5000
+
+
+class ServerProcess(QObject):
+    """Runs `program arguments`; reports lines, start, exit (code + reason) and failures."""
+
+    started = Signal()
+    lines_received = Signal(list)  # list[str], in order
+    exited = Signal(int, str)  # exit code, human-readable reason
+    failed = Signal(str)  # could not start at all
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._process: QProcess | None = None
+        self._lines = LineAssembler()
+        self._stop_requested = False
+        self.last_lines: list[str] = []
+
+    @property
+    def running(self) -> bool:
+        return (
+            self._process is not None and self._process.state() != QProcess.ProcessState.NotRunning
+        )
+
+    def process_id(self) -> int:
+        return int(self._process.processId()) if self._process is not None else 0
+
+    def start(self, program: str, arguments: list[str], working_dir: Path | None = None) -> None:
+        if self.running:
+            return
+        process = QProcess(self)
+        process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
+        environment = QProcessEnvironment.systemEnvironment()
+        environment.insert("PYTHONUNBUFFERED", "1")  # lines as they happen, not in blocks
+        environment.insert("PYTHONIOENCODING", "utf-8")
+        process.setProcessEnvironment(environment)
+        if working_dir is not None:
+            process.setWorkingDirectory(str(working_dir))
+        process.readyReadStandardOutput.connect(self._read_output)
+        process.started.connect(self.started)
+        process.finished.connect(self._on_finished)
+        process.errorOccurred.connect(self._on_error)
+        self._process = process
+        self._lines = LineAssembler()
+        self._stop_requested = False
+        self.last_lines = []
+        process.start(program, arguments)
+
+    def stop(self, grace_ms: int = STOP_GRACE_MS) -> None:
+        """Ask the server to shut down; kill it if it has not after `grace_ms`."""
+        if not self.running or self._process is None:
+            return
+        self._stop_requested = True
+        if sys.platform == "win32":
+            self._process.kill()  # no SIGTERM there
+            return
+        self._process.terminate()
+        process = self._process
+        QTimer.singleShot(grace_ms, lambda: self._kill_if_running(process))
+
+    def _kill_if_running(self, process: QProcess) -> None:
+        if process is self._process and self.running:
+            process.kill()
+
+    def _read_output(self) -> None:
+        if self._process is None:
+            return
+        lines = self._lines.feed(bytes(self._process.readAllStandardOutput().data()))
+        self._publish(lines)
+
+    def _publish(self, lines: list[str]) -> None:
+        if lines:
+            self.last_lines = (self.last_lines + lines)[-20:]
+            self.lines_received.emit(lines)
+
+    def _on_finished(self, exit_code: int, status: QProcess.ExitStatus) -> None:
+        self._read_output()
+        self._publish(self._lines.flush())
+        if self._stop_requested:
+            reason = "stopped"
+        elif status == QProcess.ExitStatus.CrashExit:
+            reason = "crashed or was killed"
+        elif exit_code == 0:
+            reason = "exited"
+        else:
+            reason = f"failed with exit code {exit_code}"
+        self._process = None
+        self.exited.emit(exit_code, reason)
+
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        # FailedToStart never reaches `finished`, so it must end the run here.
+        if error == QProcess.ProcessError.FailedToStart and self._process is not None:
+            message = self._process.errorString()
+            self._process = None
+            self.failed.emit(message)

@@ -1,0 +1,112 @@
+"""The launcher's files: `.kcpps` with KoboldCpp's launcher rules, and remembered preferences.
+
+Preferences (last settings, recent files) live in a TOML file in the platform's config folder,
+written with tomli-w. Nothing here imports Qt; widgets never touch files themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import ValidationError
+
+from app.paths import config_dir
+from server.config import HearthSettings
+from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
+
+PREFERENCES_FILE = "launcher.toml"
+MAX_RECENT = 8
+LAUNCHER_MIN_MULTIUSER = 2
+DEFAULT_MULTIUSER = 10
+
+
+def apply_launcher_rules(settings: HearthSettings) -> HearthSettings:
+    """KoboldCpp's launcher shows `multiuser` below 2 as 10 and `parallelrequests` of 1 or
+    less as 1; what it shows is what it saves next."""
+    changes: dict[str, Any] = {}
+    if settings.multiuser < LAUNCHER_MIN_MULTIUSER:
+        changes["multiuser"] = DEFAULT_MULTIUSER
+    if settings.parallelrequests <= 1:
+        changes["parallelrequests"] = 1
+    if not changes:
+        return settings
+    return HearthSettings.model_validate({**settings.model_dump(), **changes})
+
+
+def load_for_launcher(path: Path) -> HearthSettings:
+    """Read a `.kcpps` as the launcher shows it; raises SettingsFileError."""
+    return apply_launcher_rules(load_kcpps(path))
+
+
+def save_from_launcher(settings: HearthSettings, path: Path) -> Path:
+    return save_kcpps(settings, path)
+
+
+@dataclass
+class Preferences:
+    """What the launcher remembers between runs."""
+
+    last_settings: HearthSettings = field(default_factory=HearthSettings)
+    recent_files: list[str] = field(default_factory=list)
+
+    def remember_file(self, path: Path) -> None:
+        name = str(path)
+        self.recent_files = [name] + [f for f in self.recent_files if f != name]
+        del self.recent_files[MAX_RECENT:]
+
+
+def preferences_path() -> Path:
+    return config_dir() / PREFERENCES_FILE
+
+
+def load_preferences(path: Path | None = None) -> Preferences:
+    """Remembered preferences, or defaults when there are none or they are unreadable."""
+    path = path or preferences_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return Preferences()
+    try:
+        settings = apply_launcher_rules(HearthSettings.model_validate(data.get("settings", {})))
+    except ValidationError:
+        settings = HearthSettings()
+    recent = [str(f) for f in data.get("recent_files", []) if isinstance(f, str)]
+    return Preferences(settings, recent[:MAX_RECENT])
+
+
+def save_preferences(preferences: Preferences, path: Path | None = None) -> None:
+    """Write atomically."""
+    path = path or preferences_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Only Hearth's own keys: a KoboldCpp file's extras stay in that file, and TOML has no
+    # null, so unset values are left out.
+    known = preferences.last_settings.model_dump(include=set(HearthSettings.model_fields))
+    settings = {k: v for k, v in known.items() if v is not None}
+    text = tomli_w.dumps({"recent_files": preferences.recent_files, "settings": settings})
+    fd, temp = tempfile.mkstemp(prefix=".launcher.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+__all__ = [
+    "Preferences",
+    "SettingsFileError",
+    "apply_launcher_rules",
+    "load_for_launcher",
+    "load_preferences",
+    "save_from_launcher",
+    "save_preferences",
+]

@@ -1,0 +1,210 @@
+"""The three settings tabs, KoboldCpp's layout: Quick Launch, Network, Context.
+
+Each tab moves data both ways through two explicit methods: `load(settings)` fills the
+widgets, `read()` returns the values as settings keys. Tabs never save or validate on their
+own; the main window does both. Only settings the server honours appear.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+
+from app.tabs.fields import SettingsForm, line_edit, spin_box
+from server.config import HearthSettings
+
+CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
+
+
+class QuickLaunchTab(SettingsForm):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model_path = line_edit("Bundled model: Gemma 3 270M (Q4_K_M)")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._choose_model)
+        picker = QWidget()
+        picker_row = QHBoxLayout(picker)
+        picker_row.setContentsMargins(0, 0, 0, 0)
+        picker_row.addWidget(self.model_path, 1)
+        picker_row.addWidget(browse)
+        self.add_row(
+            "model_param",
+            "GGUF Text Model:",
+            picker,
+            "The GGUF model to serve. Leave empty for the bundled Gemma 3 270M.",
+        )
+        self.context_size = spin_box(256, 262144, step=256)
+        self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
+        self.threads = spin_box(-1, 256, special="Auto")
+        self.add_row(
+            "threads",
+            "Threads:",
+            self.threads,
+            "CPU threads for generation. Auto uses every core (up to 8).",
+        )
+        self.gpu_layers = spin_box(-1, 999, special="All")
+        self.add_row(
+            "gpulayers",
+            "GPU Layers:",
+            self.gpu_layers,
+            "Model layers to offload to a GPU (needs a GPU build of llama.cpp; "
+            "ignored on CPU-only builds). 0 keeps everything on the CPU.",
+        )
+        self.launch_browser = self.add_check(
+            "launch", "Launch Browser", "Open the server's page in a browser once it is ready."
+        )
+        self.quiet = self.add_check(
+            "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
+        )
+        self.jinja = self.add_check(
+            "jinja",
+            "Use Jinja",
+            "Use the model's own chat template. Hearth does whenever the model has one.",
+        )
+
+    def _choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Choose a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.model_path.setText(path)
+
+    def load(self, settings: HearthSettings) -> None:
+        self.model_path.setText(settings.model_param or "")
+        self.context_size.setValue(settings.contextsize)
+        self.threads.setValue(settings.threads if settings.threads > 0 else -1)
+        self.gpu_layers.setValue(settings.gpulayers)
+        self.launch_browser.setChecked(bool(settings.launch))
+        self.quiet.setChecked(settings.quiet)
+        self.jinja.setChecked(settings.jinja)
+
+    def read(self) -> dict[str, Any]:
+        return {
+            "model_param": self.model_path.text().strip() or None,
+            "contextsize": self.context_size.value(),
+            "threads": self.threads.value(),
+            "gpulayers": self.gpu_layers.value(),
+            "launch": self.launch_browser.isChecked(),
+            "quiet": self.quiet.isChecked(),
+            "jinja": self.jinja.isChecked(),
+        }
+
+
+class NetworkTab(SettingsForm):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = line_edit("127.0.0.1 (this computer only)")
+        self.add_row(
+            "host",
+            "Host:",
+            self.host,
+            "Interface to listen on. Empty: this computer only. 0.0.0.0: every "
+            "network this computer is on (set a password then).",
+        )
+        self.port = spin_box(1, 65535)
+        self.add_row("port_param", "Port:", self.port, "TCP port of every API (default 5001).")
+        self.multiuser = spin_box(2, 1000)
+        self.add_row(
+            "multiuser",
+            "Multiuser Queue:",
+            self.multiuser,
+            "Requests in flight, counting the one generating; more get HTTP 503. "
+            "Waiters are served in arrival order.",
+        )
+        self.parallel = spin_box(1, 32)
+        self.add_row(
+            "parallelrequests",
+            "Parallel Requests:",
+            self.parallel,
+            "Requests generated together (1 = one at a time).",
+        )
+        self.password = line_edit("none: anyone who can reach the port may use it", password=True)
+        self.add_row(
+            "password",
+            "Password:",
+            self.password,
+            "Required as 'Authorization: Bearer …' (or Anthropic's x-api-key) on the text APIs.",
+        )
+        self.quiet = self.add_check(
+            "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
+        )
+
+    def load(self, settings: HearthSettings) -> None:
+        self.host.setText(settings.host)
+        self.port.setValue(settings.port_param)
+        self.multiuser.setValue(settings.multiuser)
+        self.parallel.setValue(max(settings.parallelrequests, 1))
+        self.password.setText(settings.password or "")
+        self.quiet.setChecked(settings.quiet)
+
+    def read(self) -> dict[str, Any]:
+        return {
+            "host": self.host.text().strip(),
+            "port_param": self.port.value(),
+            "multiuser": self.multiuser.value(),
+            "parallelrequests": self.parallel.value(),
+            "password": self.password.text() or None,
+            "quiet": self.quiet.isChecked(),
+        }
+
+
+class ContextTab(SettingsForm):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context_size = spin_box(256, 262144, step=256)
+        self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
+        self.default_gen = spin_box(1, 16384)
+        self.add_row(
+            "defaultgenamt",
+            "Default Gen Amt:",
+            self.default_gen,
+            "Tokens generated when a request does not say (frontends usually do).",
+        )
+        self.batch_size = spin_box(16, 4096, step=16)
+        self.add_row(
+            "batchsize",
+            "Batch Size:",
+            self.batch_size,
+            "Prompt tokens processed per step: larger reads long prompts faster.",
+        )
+        self.fast_forward = self.add_check(
+            "nofastforward",
+            "FastForwarding",
+            "Reuse the cached start of the previous prompt instead of reading it again.",
+        )
+        self.jinja = self.add_check(
+            "jinja",
+            "Use Jinja",
+            "Use the model's own chat template. Hearth does whenever the model has one.",
+        )
+        self.jinja_tools = self.add_check(
+            "jinja_tools",
+            "Jinja for Tools",
+            "Tool calls in the model's own format, streamed live when Hearth knows it "
+            "(<tool_call> tags). Ticks Use Jinja.",
+        )
+        # As in KoboldCpp: tools through Jinja need Jinja.
+        self.jinja_tools.toggled.connect(self._jinja_tools_toggled)
+
+    def _jinja_tools_toggled(self, on: bool) -> None:
+        if on:
+            self.jinja.setChecked(True)
+
+    def load(self, settings: HearthSettings) -> None:
+        self.context_size.setValue(settings.contextsize)
+        self.default_gen.setValue(settings.defaultgenamt)
+        self.batch_size.setValue(settings.batchsize if settings.batchsize >= 16 else 512)
+        self.fast_forward.setChecked(not settings.nofastforward)
+        self.jinja.setChecked(settings.jinja)
+        self.jinja_tools.setChecked(settings.jinja_tools)
+
+    def read(self) -> dict[str, Any]:
+        return {
+            "contextsize": self.context_size.value(),
+            "defaultgenamt": self.default_gen.value(),
+            "batchsize": self.batch_size.value(),
+            "nofastforward": not self.fast_forward.isChecked(),
+            "jinja": self.jinja.isChecked(),
+            "jinja_tools": self.jinja_tools.isChecked(),
+        }

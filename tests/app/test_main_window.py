@@ -1,0 +1,207 @@
+"""The launcher window, offscreen: settings round-trips, .kcpps rules, and a real launch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.main_window import MainWindow
+from server.__main__ import wants_launcher
+from server.cli import parse_command_line
+from server.config import HearthSettings
+from tests.conftest import ROOT, free_port
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> MainWindow:
+    main = MainWindow(HearthSettings())
+    qtbot.addWidget(main)
+    return main
+
+
+def write_kcpps(folder: Path, name: str, **values: object) -> Path:
+    path = folder / name
+    path.write_text(json.dumps(values))
+    return path
+
+
+def test_each_tab_round_trips_settings(qtbot: QtBot) -> None:
+    settings = HearthSettings(
+        host="0.0.0.0",
+        port_param=5123,
+        multiuser=4,
+        parallelrequests=3,
+        password="pw",
+        quiet=True,
+        contextsize=8192,
+        threads=2,
+        gpulayers=0,
+        defaultgenamt=300,
+        batchsize=256,
+        nofastforward=True,
+        jinja=True,
+        jinja_tools=True,
+        launch=True,
+    )
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    assert window.read_settings() == settings
+    window.network.port.setValue(5200)
+    window.context.context_size.setValue(4096)
+    changed = window.read_settings()
+    assert changed is not None
+    assert (changed.port_param, changed.contextsize) == (5200, 4096)
+    assert window.quick.context_size.value() == 4096  # shown on two tabs, kept equal
+
+
+@pytest.mark.parametrize(("stored", "shown"), [(0, 10), (1, 10), (5, 5), (None, 10)])
+def test_loaded_multiuser_below_2_shows_as_10(
+    window: MainWindow, tmp_path: Path, stored: int | None, shown: int
+) -> None:
+    values = {"port_param": 5005} if stored is None else {"multiuser": stored}
+    assert window.load_file(write_kcpps(tmp_path, "x.kcpps", parallelrequests=0, **values))
+    assert window.network.multiuser.value() == shown
+    assert window.network.parallel.value() == 1
+    saved = window.save_file(tmp_path / "saved")
+    assert saved is not None and saved.name == "saved.kcpps"
+    assert json.loads(saved.read_text())["multiuser"] == shown
+
+
+def test_unknown_keys_survive_load_and_save(window: MainWindow, tmp_path: Path) -> None:
+    original = json.loads((FIXTURES / "koboldcpp-saved.kcpps").read_text())
+    assert window.load_file(FIXTURES / "koboldcpp-saved.kcpps")
+    saved = window.save_file(tmp_path / "round.kcpps")
+    assert saved is not None
+    data = json.loads(saved.read_text())
+    for key in ("chatcompletionsadapter", "ropeconfig", "gendefaults", "usecuda", "sdmodel"):
+        assert data[key] == original[key], key
+
+
+def test_malformed_file_leaves_the_form_unchanged(window: MainWindow, tmp_path: Path) -> None:
+    window.network.port.setValue(5321)
+    before = window.read_settings()
+    broken = tmp_path / "broken.kcpps"
+    broken.write_text("{ this is not json")
+    assert not window.load_file(broken)
+    assert window.read_settings() == before
+    assert "not valid JSON" in window.notice.text() and str(broken) in window.notice.text()
+
+
+def test_invalid_value_is_shown_beside_its_field(window: MainWindow) -> None:
+    window.quick.model_path.setText("/nowhere/model.gguf")
+    assert window.read_settings() is None
+    assert window.quick.error_text("model_param") == "No such file."
+    assert not window.launch()
+
+
+def test_jinja_for_tools_ticks_use_jinja(window: MainWindow) -> None:
+    window.context.jinja_tools.setChecked(True)
+    assert window.context.jinja.isChecked() and window.quick.jinja.isChecked()
+
+
+def test_presets_menu_loads_the_shipped_presets(window: MainWindow) -> None:
+    names = [action.text() for action in window.presets_menu.actions()]
+    assert {"Bundled model", "Lan shared", "Parallel 4"} <= set(names)
+    lan = next(a for a in window.presets_menu.actions() if a.text() == "Lan shared")
+    lan.trigger()
+    assert window.network.host.text() == "0.0.0.0" and window.network.password.text()
+
+
+def test_port_in_use_is_reported_and_nothing_starts(window: MainWindow) -> None:
+    with socket.socket() as occupant:
+        occupant.bind(("127.0.0.1", 0))
+        occupant.listen()
+        window.network.port.setValue(occupant.getsockname()[1])
+        assert not window.launch()
+    assert "already in use" in window.notice.text()
+    assert not window.server.running
+
+
+def test_launch_runs_a_real_server_shows_log_and_queue_and_stops(qtbot: QtBot) -> None:
+    window = MainWindow(HearthSettings(port_param=free_port(), contextsize=2048))
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.server_ready, timeout=120_000):
+        assert window.launch()
+    assert window.tabs.currentWidget() is window.run_view
+    assert not window.launch_button.isEnabled()
+    qtbot.waitUntil(
+        lambda: any("Hearth is serving" in line for line in window.run_view.log.text_lines()),
+        timeout=10_000,
+    )
+    assert any(
+        "Loading gemma-3-270m-q4_k_m.gguf: 100%" in line
+        for line in window.run_view.log.text_lines()
+    )
+
+    base = f"http://127.0.0.1:{window.settings.port_param}"
+    request = threading.Thread(
+        target=lambda: httpx.post(
+            f"{base}/api/v1/generate",
+            timeout=60,
+            json={"prompt": "A story:", "max_length": 150, "ban_eos_token": True},
+        )
+    )
+    request.start()
+    qtbot.waitUntil(lambda: window.run_view.state.text().startswith("Generating"), timeout=20_000)
+    request.join()
+    qtbot.waitUntil(lambda: window.run_view.state.text() == "Idle", timeout=10_000)
+    assert window.run_view.total.text() == "1"
+    assert window.run_view.plot.points  # the finished generation's speed is plotted
+
+    with qtbot.waitSignal(window.server.exited, timeout=20_000) as stopped:
+        window.run_view.stop_button.click()
+    assert stopped.args[1] == "stopped"
+    assert window.launch_button.isEnabled()
+
+
+def test_killed_server_is_reported(qtbot: QtBot) -> None:
+    window = MainWindow(HearthSettings(port_param=free_port(), contextsize=2048))
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.server_ready, timeout=120_000):
+        window.launch()
+    with qtbot.waitSignal(window.server.exited, timeout=20_000) as exited:
+        os.kill(window.server.process_id(), signal.SIGKILL)
+    assert exited.args[1] == "crashed or was killed"
+    assert "crashed or was killed" in window.notice.text()
+    assert "exit code" in window.run_view.state.text()
+    assert window.launch_button.isEnabled()
+
+
+def test_launcher_rule_of_the_command_line() -> None:
+    assert wants_launcher(parse_command_line([]))
+    assert not wants_launcher(parse_command_line(["model.gguf"]))
+    assert not wants_launcher(
+        parse_command_line(["--config", str(FIXTURES / "koboldcpp-saved.kcpps")])
+    )
+    assert wants_launcher(parse_command_line(["model.gguf", "--showgui"]))
+    assert not wants_launcher(parse_command_line(["--skiplauncher"]))
+
+
+def test_without_a_display_hearth_says_how_to_run_headless() -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "server"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--skiplauncher" in result.stderr and "Traceback" not in result.stderr
