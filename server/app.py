@@ -16,6 +16,7 @@ from server.api.errors import APIError, api_error_handler
 from server.api.kobold.routes import router as kobold_router
 from server.api.ollama.routes import router as ollama_router
 from server.api.openai.routes import router as openai_router
+from server.api.pages import router as pages_router
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.engine import Engine
@@ -65,6 +66,6 @@ def create_app(
         allow_headers=["*"],
         max_age=600,
     )
-    for router in (kobold_router, openai_router, anthropic_router, ollama_router):
+    for router in (kobold_router, openai_router, anthropic_router, ollama_router, pages_router):
         app.include_router(router)
     return app

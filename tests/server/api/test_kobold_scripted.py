@@ -146,3 +146,10 @@ def test_password_protects_text_endpoints_only(serve_engine: Serve) -> None:
         named = client.get("/api/v1/model", headers={"Authorization": "Bearer s3cret"})
         assert named.json() == {"result": "koboldcpp/scripted"}
         assert client.get("/api/extra/version").json()["protected"] is True
+
+
+def test_home_page_names_the_model_and_the_apis(serve_engine: Serve) -> None:
+    server = serve_engine(ScriptedEngine())
+    page = httpx.get(server.base_url + "/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "scripted" in page.text and "/v1/chat/completions" in page.text

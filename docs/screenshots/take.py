@@ -1,0 +1,76 @@
+"""Screenshots of the launcher as a user sees it, for the docs and README.
+
+    xvfb-run -a -s "-screen 0 1024x768x24" .venv/bin/python docs/screenshots/take.py
+
+Uses Qt's real xcb platform on the virtual screen, launches a real server on the bundled model
+for the running view, and writes one PNG per tab next to this file.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.main_window import MainWindow  # noqa: E402
+from server.config import HearthSettings  # noqa: E402
+
+OUT = Path(__file__).resolve().parent
+
+
+def wait(milliseconds: int) -> None:
+    loop = QEventLoop()
+    QTimer.singleShot(milliseconds, loop.quit)
+    loop.exec()
+
+
+def wait_until(condition: object, timeout_ms: int = 120_000) -> None:
+    waited = 0
+    while not condition() and waited < timeout_ms:  # type: ignore[operator]
+        wait(100)
+        waited += 100
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def main() -> None:
+    application = QApplication(sys.argv[:1])
+    window = MainWindow(HearthSettings(port_param=free_port(), contextsize=4096))
+    window.show()
+    for index, name in enumerate(["quick-launch", "network", "context"]):
+        window.tabs.setCurrentIndex(index)
+        wait(300)
+        window.grab().save(str(OUT / f"launcher-{name}.png"))
+    window.launch()
+    wait_until(lambda: window.run_view.state.text() == "Idle")
+    base = f"http://127.0.0.1:{window.settings.port_param}"
+    for length in (60, 80, 200):
+        threading.Thread(target=lambda n=length: httpx.post(
+            f"{base}/api/v1/generate", timeout=60,
+            json={"prompt": "Once upon a time", "max_length": n})).start()
+    # Mid-run, after two replies: the queue, the figures and the plot all have something.
+    wait_until(lambda: window.run_view.total.text() == "2")
+    wait(300)
+    window.grab().save(str(OUT / "launcher-running.png"))
+    wait_until(lambda: window.run_view.total.text() == "3")
+    window.server.stop()
+    wait_until(lambda: not window.server.running, 20_000)
+    window.close()
+    application.quit()
+
+
+if __name__ == "__main__":
+    main()
