@@ -174,7 +174,7 @@ class MainWindow(QMainWindow):
             self.show_notice(f"Could not load settings: {exc}", "error")
             return False
         self.show_settings(settings)
-        self.preferences.remember_file(path)
+        self._remember(path)
         self.show_notice(f"Loaded {path.name}.", "info")
         return True
 
@@ -188,9 +188,14 @@ class MainWindow(QMainWindow):
             self.show_notice(f"Could not save {path}: {exc}", "error")
             return None
         self.settings = settings
-        self.preferences.remember_file(written)
+        self._remember(written)
         self.show_notice(f"Saved {written}.", "info")
         return written
+
+    def _remember(self, path: Path) -> None:
+        if path.parent.resolve() != presets_dir().resolve():
+            self.preferences.remember_file(path.resolve())
+            self._fill_presets_menu()
 
     def _ask_load(self) -> None:
         name, _ = QFileDialog.getOpenFileName(
@@ -211,6 +216,12 @@ class MainWindow(QMainWindow):
         for preset in sorted(presets_dir().glob("*.kcpps")):
             action = self.presets_menu.addAction(preset.stem.replace("-", " ").capitalize())
             action.triggered.connect(lambda _=False, p=preset: self.load_file(p))
+        recent = [Path(name) for name in self.preferences.recent_files]
+        if recent:
+            self.presets_menu.addSection("Recent files")
+            for path in recent:
+                action = self.presets_menu.addAction(str(path))
+                action.triggered.connect(lambda _=False, p=path: self.load_file(p))
 
     def show_notice(self, text: str, kind: str = "info") -> None:
         self.notice.setText(text)

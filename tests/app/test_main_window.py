@@ -160,6 +160,10 @@ def test_launch_runs_a_real_server_shows_log_and_queue_and_stops(qtbot: QtBot) -
     assert window.run_view.total.text() == "1"
     assert window.run_view.plot.points  # the finished generation's speed is plotted
 
+    with qtbot.waitSignal(window.server_ready, timeout=120_000):
+        window.run_view.restart_button.click()
+    assert window.server.running and window.run_view.state.text() in ("Idle", "Generating")
+
     with qtbot.waitSignal(window.server.exited, timeout=20_000) as stopped:
         window.run_view.stop_button.click()
     assert stopped.args[1] == "stopped"
@@ -205,3 +209,19 @@ def test_without_a_display_hearth_says_how_to_run_headless() -> None:
     )
     assert result.returncode == 2
     assert "--skiplauncher" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_settings_and_recent_files_are_remembered_between_runs(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    from app.settings_store import load_preferences
+
+    first = MainWindow(HearthSettings(), load_preferences())
+    qtbot.addWidget(first)
+    saved = first.save_file(tmp_path / "mine.kcpps")
+    first.network.port.setValue(5432)
+    first.close()
+    second = MainWindow(None, load_preferences())
+    qtbot.addWidget(second)
+    assert second.network.port.value() == 5432
+    assert str(saved) in [action.text() for action in second.presets_menu.actions()]
