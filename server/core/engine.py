@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
 from server.core.types import EngineEvent, GenerationRequest
@@ -50,3 +50,19 @@ class Engine(Tokenizer, Protocol):
 
 class EngineError(RuntimeError):
     """A failure inside the engine that should end one request, not the server."""
+
+
+@runtime_checkable
+class BatchEngine(Engine, Protocol):
+    """An engine that can generate several sequences together (continuous batching)."""
+
+    @property
+    def parallel_slots(self) -> int: ...
+
+    def start_sequence(self, request: GenerationRequest, cancelled: threading.Event) -> object:
+        """Take a free slot; the returned handle labels this sequence's events."""
+        ...
+
+    def step(self) -> list[tuple[object, EngineEvent]]:
+        """Advance every active sequence by one decode; return the events it produced."""
+        ...

@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,12 @@ from server.core.types import (
 logger = logging.getLogger(__name__)
 
 _PIECE_BUFFER_BYTES = 256
+# With parallel slots, prompts are decoded in blocks of this many tokens aligned to absolute
+# positions, and only whole blocks are reused from the cache. llama.cpp's logits depend on
+# where a sequence's prompt is cut into decode calls (measured: up to 0.6 apart on the bundled
+# model), though not on which other sequences share a call; fixed cuts make a request give the
+# same text alone or batched, whatever its slot held before.
+_PROMPT_BLOCK = 64
 # KoboldCpp keeps at least this share of the context for the prompt: a max_length that would
 # leave less is cut down to fit.
 _MIN_PROMPT_SHARE = 0.2
@@ -69,14 +76,17 @@ class LlamaCppEngine:
         self._end_tokens = [
             t for t in range(self._n_vocab) if llama.llama_vocab_is_eog(self._vocab, t)
         ]
+        self._slot_count = max(1, settings.parallelrequests)
+        self._slot_context = int(llama.llama_n_ctx_seq(context))
         self._batch = llama.llama_batch_init(self._n_batch, 0, 1)
+        self._slots = [_Slot(seq_id) for seq_id in range(self._slot_count)]
+        self._active: list[_Sequence] = []
         self._chat_template = ChatTemplate(
             self._metadata("tokenizer.chat_template"),
             self._metadata("general.architecture") or "",
             bos_token=self._token_bytes(llama.llama_vocab_bos(self._vocab), True).decode(),
             eos_token=self._token_bytes(llama.llama_vocab_eos(self._vocab), True).decode(),
         )
-        self._cached_tokens: list[int] = []  # what sequence 0 of the KV cache holds
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -89,6 +99,11 @@ class LlamaCppEngine:
         llama.llama_backend_init()
         model_params = llama.llama_model_default_params()
         model_params.n_gpu_layers = settings.gpulayers if settings.gpulayers >= 0 else 999
+        # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
+        # sequence's logits would depend on how many others share its batch and the same seed
+        # could give another text batched than alone. Batched serving goes without it (measured
+        # here: no loss of speed on the bundled model); a single slot keeps it.
+        model_params.use_extra_bufts = settings.parallelrequests <= 1
         progress = _ProgressReporter(path.name)
         callback = llama.llama_progress_callback(progress)
         model_params.progress_callback = callback
@@ -102,7 +117,11 @@ class LlamaCppEngine:
         context_params.n_ctx = settings.contextsize
         context_params.n_batch = batch
         context_params.n_ubatch = batch
-        context_params.n_seq_max = 1
+        # With parallel requests the context is shared out evenly among the slots, as
+        # llama-server's -np does; each slot keeps its own KV cache (and so its own prefix).
+        slots = max(1, settings.parallelrequests)
+        context_params.n_seq_max = slots
+        context_params.kv_unified = False
         context_params.n_threads = threads
         context_params.n_threads_batch = threads
         context_params.no_perf = True
@@ -114,11 +133,14 @@ class LlamaCppEngine:
             llama.llama_model_free(model)
             raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
         logger.info(
-            "Loaded %s: context %d tokens, %d threads, batch %d",
+            "Loaded %s: context %d tokens, %d threads, batch %d%s",
             path.name,
             settings.contextsize,
             threads,
             batch,
+            f", {slots} parallel slots of {settings.contextsize // slots} tokens"
+            if slots > 1
+            else "",
         )
         return cls(model, context, path, settings)
 
@@ -146,10 +168,14 @@ class LlamaCppEngine:
         pieces = b"".join(self._token_bytes(i, special) for i in ids)
         return pieces.decode("utf-8", errors="replace")
 
+    @property
+    def parallel_slots(self) -> int:
+        return self._slot_count
+
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
-        started = time.perf_counter()
+        """One request on its own (the serial path; also grammar-bound requests)."""
         schema = request.json_schema
         decision = request.schema_decision_prompt
         if (
@@ -158,66 +184,105 @@ class LlamaCppEngine:
             and not self._model_says_yes(decision, cancelled)
         ):
             schema = None
-        max_tokens, prompt = self._fit_to_context(request)
-        reused = self._prepare_cache(prompt)
-        for start in range(reused, len(prompt), self._n_batch):
-            if cancelled.is_set():
-                yield GenerationOutcome(
-                    FinishReason.CANCELLED,
-                    prompt_tokens=len(prompt),
-                    seed=request.sampling.seed,
-                    reused_prompt_tokens=reused,
-                )
-                return
-            chunk = prompt[start : start + self._n_batch]
-            self._decode(chunk, first_position=start, want_logits=start + len(chunk) == len(prompt))
-        prompt_done = time.perf_counter()
+        sequence = self.start_sequence(request, cancelled, schema)
+        while True:
+            for owner, event in self.step():
+                if owner is sequence:
+                    yield event
+                    if isinstance(event, GenerationOutcome):
+                        return
 
-        sampler = self._build_sampler(request.sampling, prompt, _schema_grammar(schema))
-        pipeline = TokenTextPipeline(request.stop, request.trim_stop)
-        finish = FinishReason.LENGTH
-        stop_sequence: str | None = None
-        first_text_at: float | None = None
-        generated = 0
-        try:
-            while generated < max_tokens:
-                if cancelled.is_set():
-                    finish = FinishReason.CANCELLED
-                    break
-                if len(self._cached_tokens) >= self._n_ctx:
-                    break  # the context is full: LENGTH
-                token = llama.llama_sampler_sample(sampler, self._context, -1)
-                if llama.llama_vocab_is_eog(self._vocab, token):
-                    finish = FinishReason.STOP
-                    break
-                generated += 1
-                text, stop_sequence = pipeline.push(self._token_bytes(token, special=False))
-                if text:
-                    first_text_at = first_text_at or time.perf_counter()
-                    yield TokenEvent(text)
-                if stop_sequence is not None:
-                    finish = FinishReason.STOP
-                    break
-                if generated < max_tokens:
-                    self._decode([token], first_position=len(self._cached_tokens), want_logits=True)
-        finally:
-            llama.llama_sampler_free(sampler)
-        if stop_sequence is None and (rest := pipeline.finish()):
-            first_text_at = first_text_at or time.perf_counter()
-            yield TokenEvent(rest)
-        finished = time.perf_counter()
-        yield GenerationOutcome(
-            finish,
-            prompt_tokens=len(prompt),
-            completion_tokens=generated,
-            prompt_seconds=prompt_done - started,
-            generation_seconds=finished - prompt_done,
-            time_to_first_token=None if first_text_at is None else first_text_at - started,
-            seed=request.sampling.seed,
-            stop_sequence=stop_sequence,
-            reused_prompt_tokens=reused,
+    def start_sequence(
+        self,
+        request: GenerationRequest,
+        cancelled: threading.Event,
+        schema: dict[str, Any] | None = None,
+    ) -> _Sequence:
+        """Give a request a free slot (the one whose cache shares the longest prefix); it
+        then advances with every `step()`. Returns the handle events are reported under."""
+        started = time.perf_counter()
+        max_tokens, prompt = self._fit_to_context(request)
+        busy = {sequence.slot for sequence in self._active}
+        free = [slot for slot in self._slots if slot not in busy]
+        if not free:
+            raise EngineError("no free slot for another sequence")
+        slot = max(free, key=lambda candidate: _shared_prefix(candidate.cached, prompt))
+        reused = self._prepare_slot(slot, prompt)
+        sequence = _Sequence(
+            request=request,
+            cancelled=cancelled,
+            slot=slot,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            reused=reused,
+            decoded=reused,
+            sampler=self._build_sampler(request.sampling, prompt, _schema_grammar(schema)),
+            pipeline=TokenTextPipeline(request.stop, request.trim_stop),
+            started=started,
             constrained=schema is not None,
         )
+        self._active.append(sequence)
+        return sequence
+
+    @property
+    def active_sequences(self) -> int:
+        return len(self._active)
+
+    def step(self) -> list[tuple[object, EngineEvent]]:
+        """One decode for every active sequence: the next token of each generating sequence,
+        and as much of waiting prompts as the batch has room for. Returns the events."""
+        events: list[tuple[object, EngineEvent]] = []
+        for sequence in [s for s in self._active if s.cancelled.is_set()]:
+            self._finish(sequence, FinishReason.CANCELLED, events)
+        batch, used = self._batch, 0
+        added: list[tuple[_Sequence, list[int]]] = []
+        for sequence in self._active:
+            if sequence.next_token is not None and used < self._n_batch:
+                self._put(used, sequence.next_token, len(sequence.slot.cached), sequence, True)
+                sequence.logits_row = used
+                added.append((sequence, [sequence.next_token]))
+                used += 1
+        for sequence in self._active:
+            remaining = len(sequence.prompt) - sequence.decoded
+            if sequence.next_token is not None or remaining <= 0 or used >= self._n_batch:
+                continue
+            end = min(sequence.decoded + self._n_batch - used, len(sequence.prompt))
+            if self._slot_count > 1:
+                # One aligned block per sequence per decode (see _PROMPT_BLOCK); a block that
+                # does not fit waits for the next step rather than being cut differently.
+                end = min(
+                    (sequence.decoded // _PROMPT_BLOCK + 1) * _PROMPT_BLOCK, len(sequence.prompt)
+                )
+                if end - sequence.decoded > self._n_batch - used:
+                    continue
+            chunk = sequence.prompt[sequence.decoded : end]
+            for offset, token in enumerate(chunk):
+                completes = offset == len(chunk) - 1 and len(chunk) == remaining
+                self._put(used, token, sequence.decoded + offset, sequence, completes)
+                if completes:
+                    sequence.logits_row = used
+                used += 1
+            sequence.decoded += len(chunk)
+            added.append((sequence, chunk))
+        if used == 0:
+            return events
+        batch.n_tokens = used
+        status = llama.llama_decode(self._context, batch)
+        if status != 0:
+            for sequence, _ in added:
+                self._forget_slot(sequence.slot)
+                self._finish(
+                    sequence,
+                    FinishReason.ERROR,
+                    events,
+                    error=f"llama_decode failed with status {status}",
+                )
+            return events
+        for sequence, tokens in added:
+            sequence.slot.cached.extend(tokens)
+        for sequence in [s for s in self._active if s.logits_row >= 0]:
+            self._sample(sequence, events)
+        return events
 
     def close(self) -> None:
         with self._close_lock:
@@ -265,7 +330,7 @@ class LlamaCppEngine:
 
     def _fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
         """Clamp max_tokens and trim the prompt's front so both fit; `memory` stays whole."""
-        limit = self._n_ctx
+        limit = self._slot_context
         if request.max_context_length is not None:
             limit = min(limit, request.max_context_length)
         max_tokens = min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE)))
@@ -282,55 +347,109 @@ class LlamaCppEngine:
             tokens = [int(llama.llama_vocab_bos(self._vocab))]
         return max_tokens, tokens[-limit:]
 
-    def _prepare_cache(self, prompt: list[int]) -> int:
-        """Drop what the cache holds beyond the shared prefix; return how many tokens it keeps."""
+    def _prepare_slot(self, slot: _Slot, prompt: list[int]) -> int:
+        """Drop what the slot caches beyond the shared prefix; return how many tokens stay."""
         keep = 0
         if self._reuse_prefix:
-            limit = min(len(self._cached_tokens), len(prompt) - 1)  # re-decode the last token
-            while keep < limit and self._cached_tokens[keep] == prompt[keep]:
-                keep += 1
-        if keep < len(self._cached_tokens) and not llama.llama_memory_seq_rm(
-            self._memory, 0, keep, -1
+            # Always re-decode the prompt's last token: its logits start the reply.
+            keep = min(_shared_prefix(slot.cached, prompt), len(prompt) - 1)
+            if self._slot_count > 1:
+                keep -= keep % _PROMPT_BLOCK  # reuse whole blocks only (see _PROMPT_BLOCK)
+        if keep < len(slot.cached) and not llama.llama_memory_seq_rm(
+            self._memory, slot.seq_id, keep, -1
         ):
-            llama.llama_memory_clear(self._memory, True)
+            self._forget_slot(slot)
             keep = 0
-        self._cached_tokens = self._cached_tokens[:keep]
+        del slot.cached[keep:]
         return keep
 
-    def _decode(self, tokens: list[int], *, first_position: int, want_logits: bool) -> None:
+    def _forget_slot(self, slot: _Slot) -> None:
+        llama.llama_memory_seq_rm(self._memory, slot.seq_id, -1, -1)  # never fails
+        slot.cached.clear()
+
+    def _put(self, row: int, token: int, position: int, sequence: _Sequence, logits: bool) -> None:
         batch = self._batch
-        last = len(tokens) - 1
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = first_position + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = want_logits and i == last
-        batch.n_tokens = len(tokens)
-        status = llama.llama_decode(self._context, batch)
-        if status != 0:
-            # The cache may now hold part of the batch; forget it rather than trust it.
-            llama.llama_memory_clear(self._memory, True)
-            self._cached_tokens = []
-            raise EngineError(f"llama_decode failed with status {status}")
-        self._cached_tokens.extend(tokens)
+        batch.token[row] = token
+        batch.pos[row] = position
+        batch.n_seq_id[row] = 1
+        batch.seq_id[row][0] = sequence.slot.seq_id
+        batch.logits[row] = logits
+
+    def _sample(self, sequence: _Sequence, events: list[tuple[object, EngineEvent]]) -> None:
+        row, sequence.logits_row = sequence.logits_row, -1
+        now = time.perf_counter()
+        if sequence.prompt_done is None:
+            sequence.prompt_done = now
+        token = llama.llama_sampler_sample(sequence.sampler, self._context, row)
+        sequence.next_token = None
+        if llama.llama_vocab_is_eog(self._vocab, token):
+            self._finish(sequence, FinishReason.STOP, events)
+            return
+        sequence.generated += 1
+        text, stop = sequence.pipeline.push(self._token_bytes(token, special=False))
+        if text:
+            sequence.first_text_at = sequence.first_text_at or now
+            events.append((sequence, TokenEvent(text)))
+        if stop is not None:
+            self._finish(sequence, FinishReason.STOP, events, stop_sequence=stop)
+        elif sequence.generated >= sequence.max_tokens:
+            self._finish(sequence, FinishReason.LENGTH, events)
+        elif len(sequence.slot.cached) >= self._slot_context:
+            self._finish(sequence, FinishReason.LENGTH, events)  # the slot's context is full
+        else:
+            sequence.next_token = token
+
+    def _finish(
+        self,
+        sequence: _Sequence,
+        reason: FinishReason,
+        events: list[tuple[object, EngineEvent]],
+        *,
+        stop_sequence: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._active.remove(sequence)
+        llama.llama_sampler_free(sequence.sampler)
+        if stop_sequence is None and reason is not FinishReason.ERROR:
+            rest = sequence.pipeline.finish()
+            if rest:
+                sequence.first_text_at = sequence.first_text_at or time.perf_counter()
+                events.append((sequence, TokenEvent(rest)))
+        finished = time.perf_counter()
+        prompt_done = sequence.prompt_done or finished
+        first = sequence.first_text_at
+        events.append(
+            (
+                sequence,
+                GenerationOutcome(
+                    reason,
+                    prompt_tokens=len(sequence.prompt),
+                    completion_tokens=sequence.generated,
+                    prompt_seconds=prompt_done - sequence.started,
+                    generation_seconds=finished - prompt_done,
+                    time_to_first_token=None if first is None else first - sequence.started,
+                    seed=sequence.request.sampling.seed,
+                    stop_sequence=stop_sequence,
+                    error=error,
+                    reused_prompt_tokens=sequence.reused,
+                    constrained=sequence.constrained,
+                ),
+            )
+        )
 
     def _model_says_yes(self, question_prompt: str, cancelled: threading.Event) -> bool:
         """A hidden, grammar-bound yes/no answer (greedy), e.g. "does this need a tool?"."""
-        prompt = self._tokenize(question_prompt, add_bos=self._add_bos, parse_special=True)
-        prompt = prompt[-(self._n_ctx - 4) :]
-        reused = self._prepare_cache(prompt)
-        for start in range(reused, len(prompt), self._n_batch):
-            if cancelled.is_set():
-                return False
-            chunk = prompt[start : start + self._n_batch]
-            self._decode(chunk, first_position=start, want_logits=start + len(chunk) == len(prompt))
-        sampler = self._build_sampler(SamplingParams(temperature=0.0), prompt, _YES_NO_GRAMMAR)
-        try:
-            token = llama.llama_sampler_sample(sampler, self._context, -1)
-        finally:
-            llama.llama_sampler_free(sampler)
-        answer = self._token_bytes(token, special=False).decode("utf-8", errors="replace")
+        request = GenerationRequest(
+            "decision", question_prompt, max_tokens=1, sampling=SamplingParams(temperature=0.0)
+        )
+        sequence = self.start_sequence(request, cancelled)
+        llama.llama_sampler_free(sequence.sampler)
+        sequence.sampler = self._build_sampler(request.sampling, [], _YES_NO_GRAMMAR)
+        answer = ""
+        while self._active:
+            for _, event in self.step():
+                if isinstance(event, TokenEvent):
+                    answer += event.text
         logger.info("Tool decision: %s", answer.strip() or "(nothing)")
         return answer.strip().lower().startswith("y")
 
@@ -378,6 +497,44 @@ class LlamaCppEngine:
             for token in prompt[-(sampling.rep_pen_range or len(prompt)) :]:
                 llama.llama_sampler_accept(chain, token)
         return chain
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One sequence of the KV cache and the tokens it holds."""
+
+    seq_id: int
+    cached: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Sequence:
+    """A request being generated in a slot."""
+
+    request: GenerationRequest
+    cancelled: threading.Event
+    slot: _Slot
+    prompt: list[int]
+    max_tokens: int
+    reused: int
+    decoded: int  # prompt tokens in the slot's cache so far
+    sampler: Any
+    pipeline: TokenTextPipeline
+    started: float
+    constrained: bool
+    generated: int = 0
+    next_token: int | None = None  # sampled, decoded in the next step
+    logits_row: int = -1  # the batch row whose logits this sequence samples from
+    prompt_done: float | None = None
+    first_text_at: float | None = None
+
+
+def _shared_prefix(first: list[int], second: list[int]) -> int:
+    length = min(len(first), len(second))
+    index = 0
+    while index < length and first[index] == second[index]:
+        index += 1
+    return index
 
 
 # One token is enough: " yes"/" no" style pieces are single tokens in every common vocabulary.

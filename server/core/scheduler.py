@@ -1,14 +1,20 @@
 """KoboldCpp's request queue, done better: strict arrival order, and every place freed at once.
 
-One worker thread owns the engine. Requests from the event loop are admitted (or refused when
-the queue is full) synchronously by `submit`, so the refusal can still be a real HTTP 503 before
-any byte of a response goes out. Each job carries its own `asyncio.Queue`; the worker feeds it
-with `loop.call_soon_threadsafe`, which is the only crossing point between the two worlds.
+One worker thread owns the engine. With `--parallelrequests N` (an engine with N slots) it runs
+up to N plain requests together, one engine `step()` at a time, admitting newcomers as slots
+free up (continuous batching); a request that cannot be batched (grammar-bound: tool calls,
+JSON formats) waits until the batch drains and then runs alone.
+
+Requests from the event loop are admitted (or refused when the queue is full) synchronously by
+`submit`, so the refusal can still be a real HTTP 503 before any byte of a response goes out.
+Each job carries its own `asyncio.Queue`; the worker feeds it with `loop.call_soon_threadsafe`,
+which is the only crossing point between the two worlds.
 
 Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
 - waiters are served first come, first served (KoboldCpp's lock gives no order);
 - an aborted or abandoned waiter leaves the queue immediately instead of at its turn;
-- several pending aborts can exist (KoboldCpp keeps a single `pendingabortkey`).
+- several pending aborts can exist (KoboldCpp keeps a single `pendingabortkey`);
+- abort, /check, disconnects and perf see batched requests too (KoboldCpp's do not).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
-from server.core.engine import Engine
+from server.core.engine import BatchEngine, Engine
 from server.core.types import (
     EngineEvent,
     FinishReason,
@@ -39,12 +45,14 @@ DEFAULT_MULTIUSER = 10
 _REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
 
 
-def waiting_places(multiuser: int) -> int:
-    """How many requests may wait behind the running one for a `--multiuser` value.
+def waiting_places(multiuser: int, parallel: int = 1) -> int:
+    """How many requests may wait behind the running one(s) for a `--multiuser` value.
 
     KoboldCpp's table: 0 (or less) means no queue, 1 is the legacy "on" value meaning 10,
-    N >= 2 allows N-1 to wait so that N are in flight.
+    N >= 2 allows N-1 to wait so that N are in flight. With parallel requests, 0 acts as 10.
     """
+    if multiuser <= 0 and parallel > 1:
+        multiuser = DEFAULT_MULTIUSER
     if multiuser <= 0:
         return 0
     if multiuser == 1:
@@ -108,7 +116,7 @@ FinishedCallback = Callable[[Job], None]
 
 
 class Scheduler:
-    """Runs one generation at a time, in arrival order, with a bounded waiting line."""
+    """Runs generations in arrival order (one at a time, or batched), with a bounded line."""
 
     def __init__(
         self,
@@ -117,11 +125,12 @@ class Scheduler:
         on_finished: FinishedCallback | None = None,
     ) -> None:
         self._engine = engine
-        self._max_waiting = waiting_places(multiuser)
+        self._slots = engine.parallel_slots if isinstance(engine, BatchEngine) else 1
+        self._max_waiting = waiting_places(multiuser, self._slots)
         self._on_finished = on_finished
         self._lock = threading.Condition()
         self._waiting: deque[Job] = deque()
-        self._running: Job | None = None
+        self._running: list[Job] = []
         self._last_finished: Job | None = None
         self._finished_by_genkey: OrderedDict[str, Job] = OrderedDict()
         self._perf = PerfCounters()
@@ -130,16 +139,21 @@ class Scheduler:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    @property
+    def parallel_slots(self) -> int:
+        return self._slots
+
     def start(self) -> None:
-        self._worker = threading.Thread(target=self._work, name="hearth-generation", daemon=True)
+        work = self._work_batched if self._slots > 1 else self._work
+        self._worker = threading.Thread(target=work, name="hearth-generation", daemon=True)
         self._worker.start()
 
     def stop(self) -> None:
         """Cancel everything, stop the worker and wait for it (the engine is then idle)."""
         with self._lock:
             self._stopping = True
-            if self._running is not None:
-                self._running.cancelled.set()
+            for job in self._running:
+                job.cancelled.set()
             abandoned = list(self._waiting)
             self._waiting.clear()
             self._lock.notify_all()
@@ -156,9 +170,8 @@ class Scheduler:
         with self._lock:
             self._perf.last_request_at = time.monotonic()
             # Count in-flight requests, not the line alone: a job the worker has not picked up
-            # yet is about to run, not waiting behind the running one.
-            in_flight = len(self._waiting) + (self._running is not None)
-            if in_flight > self._max_waiting:
+            # yet is about to run, not waiting behind the running ones.
+            if self._in_flight() >= self._slots + self._max_waiting:
                 raise QueueFullError
             self._waiting.append(job)
             self._lock.notify()
@@ -215,24 +228,19 @@ class Scheduler:
     def abort(self, genkey: str = "") -> AbortResult:
         """/api/extra/abort: with a genkey, only that user's request, running or waiting.
 
-        Without one, KoboldCpp's rule: the running request, if it has no genkey or nobody waits.
+        Without one, KoboldCpp's rule: the running request(s) without a genkey, or every
+        running request when nobody waits.
         """
-        target: Job | None
         with self._lock:
-            running = self._running
             if genkey:
-                if running is not None and running.request.genkey == genkey:
-                    target = running
-                else:
-                    target = next((j for j in self._waiting if j.request.genkey == genkey), None)
-            elif running is not None and (not running.request.genkey or not self._waiting):
-                target = running
+                targets = [
+                    j for j in [*self._running, *self._waiting] if j.request.genkey == genkey
+                ][:1]
             else:
-                target = None
-        if target is None:
-            return AbortResult(success=False, done=False)
-        self.cancel(target)
-        return AbortResult(success=True, done=True)
+                targets = [j for j in self._running if not j.request.genkey or not self._waiting]
+        for target in targets:
+            self.cancel(target)
+        return AbortResult(success=bool(targets), done=bool(targets))
 
     def text_for(self, genkey: str = "") -> str:
         """/api/extra/generate/check: a user's own text so far; never someone else's.
@@ -244,7 +252,10 @@ class Scheduler:
             if genkey:
                 job = self._find_by_genkey(genkey)
             else:
-                job = self._running or self._last_finished
+                anonymous = [j for j in self._running if not j.request.genkey]
+                job = anonymous[0] if anonymous else None
+                if job is None and not self._running:
+                    job = self._last_finished
                 if job is not None and job.request.genkey:
                     job = None
             if job is None or job.state is JobState.QUEUED:
@@ -253,11 +264,15 @@ class Scheduler:
 
     def snapshot(self) -> QueueSnapshot:
         with self._lock:
-            # A job the worker has not picked up yet counts as running, as in `submit`.
-            in_flight = len(self._waiting) + (self._running is not None)
+            # A job the worker has not picked up yet counts as running if a slot is free for
+            # it, as in `submit`.
+            running = min(self._in_flight(), self._slots)
             return QueueSnapshot(
-                waiting=max(in_flight - 1, 0), running=min(in_flight, 1), perf=self._perf
+                waiting=self._in_flight() - running, running=running, perf=self._perf
             )
+
+    def _in_flight(self) -> int:
+        return len(self._waiting) + len(self._running)
 
     # -- worker thread ----------------------------------------------------------------------
 
@@ -270,19 +285,76 @@ class Scheduler:
                     return
                 job = self._waiting.popleft()
                 job.state = JobState.RUNNING
-                self._running = job
-            outcome = self._run(job)
+                self._running.append(job)
+            self._finish(job, self._run(job))
+
+    def _work_batched(self) -> None:
+        """Continuous batching: admit into free slots, step the engine, deliver, repeat."""
+        assert isinstance(self._engine, BatchEngine)
+        engine = self._engine
+        handles: dict[object, Job] = {}
+        while True:
+            admitted: list[Job] = []
+            alone: Job | None = None
             with self._lock:
-                self._running = None
-                self._record_finished(job, outcome)
-            self._deliver(job, outcome)
-            self._report(job)
+                while not self._waiting and not handles and not self._stopping:
+                    self._lock.wait()
+                if self._stopping:
+                    return
+                while self._waiting and len(handles) + len(admitted) < self._slots:
+                    job = self._waiting[0]
+                    if not batchable(job.request):
+                        if not handles and not admitted:
+                            alone = self._waiting.popleft()
+                            alone.state = JobState.RUNNING
+                            self._running.append(alone)
+                        break  # it waits for the batch to drain; later arrivals wait behind it
+                    self._waiting.popleft()
+                    job.state = JobState.RUNNING
+                    self._running.append(job)
+                    admitted.append(job)
+            if alone is not None:
+                logger.info(
+                    "[%s] Batching disabled due to %s",
+                    alone.request.request_id,
+                    unbatchable_reason(alone.request),
+                )
+                self._finish(alone, self._run(alone))
+                continue
+            for job in admitted:
+                try:
+                    handles[engine.start_sequence(_seeded(job.request), job.cancelled)] = job
+                except Exception as exc:
+                    logger.exception("could not start %s", job.request.request_id)
+                    self._finish(job, GenerationOutcome(FinishReason.ERROR, error=str(exc)))
+            if not handles:
+                continue
+            try:
+                events = engine.step()
+            except Exception as exc:
+                logger.exception("batched decode failed")
+                for job in handles.values():
+                    self._finish(job, GenerationOutcome(FinishReason.ERROR, error=str(exc)))
+                handles.clear()
+                continue
+            for handle, event in events:
+                job = handles[handle]
+                if isinstance(event, GenerationOutcome):
+                    del handles[handle]
+                    self._finish(job, event)
+                else:
+                    job.text_parts.append(event.text)
+                    self._deliver(job, event)
+
+    def _finish(self, job: Job, outcome: GenerationOutcome) -> None:
+        with self._lock:
+            self._running.remove(job)
+            self._record_finished(job, outcome)
+        self._deliver(job, outcome)
+        self._report(job)
 
     def _run(self, job: Job) -> GenerationOutcome:
-        request = job.request
-        if request.sampling.seed < 0:
-            # Pick the seed here so perf can report the one really used, as KoboldCpp does.
-            request = replace(request, sampling=replace(request.sampling, seed=_random_seed()))
+        request = _seeded(job.request)
         try:
             for event in self._engine.generate(request, job.cancelled):
                 if isinstance(event, GenerationOutcome):
@@ -318,9 +390,7 @@ class Scheduler:
                 self._finished_by_genkey.popitem(last=False)
 
     def _find_by_genkey(self, genkey: str) -> Job | None:
-        if self._running is not None and self._running.request.genkey == genkey:
-            return self._running
-        for job in self._waiting:
+        for job in [*self._running, *self._waiting]:
             if job.request.genkey == genkey:
                 return job
         return self._finished_by_genkey.get(genkey)
@@ -339,5 +409,19 @@ class Scheduler:
                 logger.exception("finished-request callback failed")
 
 
-def _random_seed() -> int:
-    return random.randrange(1 << 31)
+def _seeded(request: GenerationRequest) -> GenerationRequest:
+    """Pick the seed here so perf can report the one really used, as KoboldCpp does."""
+    if request.sampling.seed >= 0:
+        return request
+    return replace(request, sampling=replace(request.sampling, seed=random.randrange(1 << 31)))
+
+
+def unbatchable_reason(request: GenerationRequest) -> str | None:
+    """Why a request must run alone (KoboldCpp's list, for what Hearth supports)."""
+    if request.json_schema is not None:
+        return "grammar (tool call or JSON format)"
+    return None
+
+
+def batchable(request: GenerationRequest) -> bool:
+    return unbatchable_reason(request) is None

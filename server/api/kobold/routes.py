@@ -141,6 +141,7 @@ async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> dict[str, Any]
         "total_transcribe_gens": 0,
         "stop_reason": adapter.perf_stop_reason(outcome),
         "queue": snapshot.waiting,
+        "running": snapshot.running,  # Hearth: requests generating now (batched ones too)
         "idle": 0 if snapshot.running else 1,
         "hordeexitcounter": -1,
         "uptime": round(now - snapshot.perf.started_at, 3),

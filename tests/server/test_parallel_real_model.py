@@ -1,0 +1,152 @@
+"""--parallelrequests: continuous batching on the real model, over real HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer
+from tests.server.test_real_model import GENERATE, STREAM, check_text, perf, wait_for
+from tests.sse import iter_sse
+
+pytestmark = pytest.mark.model
+
+StartHearth = Callable[[Sequence[str]], RunningServer]
+
+
+@pytest.fixture(scope="module")
+def batched(start_hearth: StartHearth) -> RunningServer:
+    # multiuser 0 would refuse a second request; with parallel requests it acts like 10.
+    return start_hearth(["--parallelrequests", "4", "--multiuser", "0"])
+
+
+def generate(server: RunningServer, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    started = time.monotonic()
+    response = httpx.post(f"{server.base_url}{GENERATE}", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    return time.monotonic() - started, response.json()["results"][0]
+
+
+def test_four_at_once_are_generated_together(batched: RunningServer) -> None:
+    bodies = [
+        {"prompt": f"Tale {i}:", "max_length": 60, "ban_eos_token": True, "sampler_seed": i}
+        for i in range(4)
+    ]
+    barrier = threading.Barrier(4)
+
+    def one(body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        barrier.wait()
+        return generate(batched, body)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, bodies))
+    times = sorted(seconds for seconds, _ in results)
+    assert all(result["completion_tokens"] == 60 for _, result in results)
+    # In turn they would end at about T, 2T, 3T, 4T; batched they end together.
+    assert times[0] > 0.6 * times[-1]
+
+
+def test_same_seed_same_text_alone_or_in_a_batch(batched: RunningServer) -> None:
+    bodies = [
+        {
+            "prompt": f"Fable {i}: Once upon a time",
+            "max_length": 40,
+            "sampler_seed": 11,
+            "temperature": 0.8,
+            "ban_eos_token": True,
+        }
+        for i in range(4)
+    ]
+    alone = [generate(batched, body)[1]["text"] for body in bodies]
+    with ThreadPoolExecutor(4) as pool:
+        together = [
+            result["text"] for _, result in pool.map(lambda body: generate(batched, body), bodies)
+        ]
+    assert together == alone
+
+
+def test_multiuser_0_queues_instead_of_refusing(batched: RunningServer) -> None:
+    with ThreadPoolExecutor(6) as pool:
+        statuses = list(
+            pool.map(
+                lambda i: (
+                    httpx.post(
+                        f"{batched.base_url}{GENERATE}",
+                        timeout=120,
+                        json={"prompt": f"Item {i}", "max_length": 8},
+                    ).status_code
+                ),
+                range(6),
+            )
+        )
+    assert statuses == [200] * 6
+
+
+def test_check_abort_and_disconnect_see_batched_requests(batched: RunningServer) -> None:
+    long = {"max_length": 400, "ban_eos_token": True}
+    with (
+        httpx.Client(base_url=batched.base_url, timeout=60) as client,
+        client.stream("POST", STREAM, json={"prompt": "First:", "genkey": "BA", **long}) as first,
+        client.stream("POST", STREAM, json={"prompt": "Second:", "genkey": "BB", **long}) as second,
+    ):
+        first_events, second_events = iter_sse(first), iter_sse(second)
+        next(first_events)
+        next(second_events)
+        assert perf(batched)["running"] == 2 and perf(batched)["idle"] == 0
+        wait_for(lambda: check_text(batched, "BA") != "" and check_text(batched, "BB") != "")
+        assert check_text(batched, "BA") != check_text(batched, "BB")
+        answer = httpx.post(f"{batched.base_url}/api/extra/abort", json={"genkey": "BB"}).json()
+        assert answer == {"success": "true", "done": "true"}
+        assert list(second_events)[-1].json()["finish_reason"] == "abort"
+        assert perf(batched)["running"] == 1  # the other one goes on
+        assert next(first_events).json()["finish_reason"] is None
+    # Leaving the `with` closed the first stream mid-generation.
+    assert wait_for(lambda: perf(batched)["idle"] == 1, timeout=1.0) < 1.0
+
+
+def test_grammar_request_waits_for_the_batch_and_runs_alone(batched: RunningServer) -> None:
+    printed_before = len(batched.output)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    with (
+        httpx.Client(base_url=batched.base_url, timeout=120) as client,
+        client.stream(
+            "POST", STREAM, json={"prompt": "Batch:", "max_length": 120, "ban_eos_token": True}
+        ) as running,
+    ):
+        events = iter_sse(running)
+        next(events)
+        with ThreadPoolExecutor(1) as pool:
+            tool_call = pool.submit(
+                lambda: client.post(
+                    "/v1/chat/completions",
+                    json={
+                        "messages": [{"role": "user", "content": "Weather in Rome?"}],
+                        "tools": tools,
+                        "tool_choice": "required",
+                    },
+                )
+            )
+            remaining = list(events)
+            batch_ended = time.monotonic()
+            response = tool_call.result()
+            call_ended = time.monotonic()
+    assert remaining[-1].json()["finish_reason"] == "length"
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["finish_reason"] == "tool_calls"
+    assert call_ended > batch_ended
+    line = batched.wait_for_output("Batching disabled due to", after=printed_before)
+    assert "grammar" in line
