@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--nofastforward", action="store_true", help="never reuse a cached prompt prefix"
     )
     parser.add_argument(
+        "--noshift", action="store_true", help="no ContextShift: recompute a trimmed chat"
+    )
+    parser.add_argument(
         "--jinja", action="store_true", help="use the model's own chat template (default)"
     )
     parser.add_argument(

@@ -46,6 +46,10 @@ class HearthSettings(BaseModel):
         default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
     )
     quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    noshift: bool = Field(
+        default=False,
+        description="No ContextShift: recompute a trimmed long chat instead of shifting it.",
+    )
     nofastforward: bool = Field(
         default=False, description="Never reuse the KV cache of a shared prompt prefix."
     )

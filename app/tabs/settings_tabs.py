@@ -173,6 +173,12 @@ class ContextTab(SettingsForm):
             "FastForwarding",
             "Reuse the cached start of the previous prompt instead of reading it again.",
         )
+        self.context_shift = self.add_check(
+            "noshift",
+            "Use ContextShift",
+            "When a chat outgrows the context, trim its start and shift the cache instead of "
+            "reading everything again. Parallel Requests turn it off.",
+        )
         self.jinja = self.add_check(
             "jinja",
             "Use Jinja",
@@ -196,6 +202,7 @@ class ContextTab(SettingsForm):
         self.default_gen.setValue(settings.defaultgenamt)
         self.batch_size.setValue(settings.batchsize if settings.batchsize >= 16 else 512)
         self.fast_forward.setChecked(not settings.nofastforward)
+        self.context_shift.setChecked(not settings.noshift)
         self.jinja.setChecked(settings.jinja)
         self.jinja_tools.setChecked(settings.jinja_tools)
 
@@ -205,6 +212,7 @@ class ContextTab(SettingsForm):
             "defaultgenamt": self.default_gen.value(),
             "batchsize": self.batch_size.value(),
             "nofastforward": not self.fast_forward.isChecked(),
+            "noshift": not self.context_shift.isChecked(),
             "jinja": self.jinja.isChecked(),
             "jinja_tools": self.jinja_tools.isChecked(),
         }

@@ -47,6 +47,10 @@ _PIECE_BUFFER_BYTES = 256
 # model), though not on which other sequences share a call; fixed cuts make a request give the
 # same text alone or batched, whatever its slot held before.
 _PROMPT_BLOCK = 64
+# ContextShift looks for the new prompt's first tokens after the kept head (this many must
+# match) and shifts only when at least _SHIFT_MIN_TOKENS line up; less is cheaper to redo.
+_SHIFT_PROBE = 8
+_SHIFT_MIN_TOKENS = 32
 # KoboldCpp keeps at least this share of the context for the prompt: a max_length that would
 # leave less is cut down to fit.
 _MIN_PROMPT_SHARE = 0.2
@@ -80,6 +84,12 @@ class LlamaCppEngine:
         self._slot_context = int(llama.llama_n_ctx_seq(context))
         self._batch = llama.llama_batch_init(self._n_batch, 0, 1)
         self._slots = [_Slot(seq_id) for seq_id in range(self._slot_count)]
+        # KoboldCpp's ContextShift; parallel requests turn it off, as there.
+        self._context_shift = (
+            not settings.noshift
+            and self._slot_count == 1
+            and bool(llama.llama_memory_can_shift(self._memory))
+        )
         self._active: list[_Sequence] = []
         self._chat_template = ChatTemplate(
             self._metadata("tokenizer.chat_template"),
@@ -139,6 +149,7 @@ class LlamaCppEngine:
             threads,
             batch,
             f", {slots} parallel slots of {settings.contextsize // slots} tokens"
+            " (ContextShift is off with parallel requests)"
             if slots > 1
             else "",
         )
@@ -335,14 +346,14 @@ class LlamaCppEngine:
             limit = min(limit, request.max_context_length)
         max_tokens = min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE)))
         max_tokens = max(max_tokens, 1)
-        memory = self._tokenize(request.memory, add_bos=self._add_bos, parse_special=True)
-        prompt = self._tokenize(
-            request.prompt, add_bos=self._add_bos and not memory, parse_special=True
-        )
-        room = max(limit - max_tokens - len(memory), 1)
+        # BOS belongs to the kept head with `memory`: trimming must never cut it off.
+        head = [int(llama.llama_vocab_bos(self._vocab))] if self._add_bos else []
+        head += self._tokenize(request.memory, add_bos=False, parse_special=True)
+        prompt = self._tokenize(request.prompt, add_bos=False, parse_special=True)
+        room = max(limit - max_tokens - len(head), 1)
         if len(prompt) > room:
             prompt = prompt[len(prompt) - room :]
-        tokens = memory + prompt
+        tokens = head + prompt
         if not tokens:  # an empty prompt still needs one token to predict from
             tokens = [int(llama.llama_vocab_bos(self._vocab))]
         return max_tokens, tokens[-limit:]
@@ -355,6 +366,10 @@ class LlamaCppEngine:
             keep = min(_shared_prefix(slot.cached, prompt), len(prompt) - 1)
             if self._slot_count > 1:
                 keep -= keep % _PROMPT_BLOCK  # reuse whole blocks only (see _PROMPT_BLOCK)
+            elif self._context_shift:
+                shifted = self._shift_context(slot, prompt, keep)
+                if shifted is not None:
+                    return shifted
         if keep < len(slot.cached) and not llama.llama_memory_seq_rm(
             self._memory, slot.seq_id, keep, -1
         ):
@@ -362,6 +377,38 @@ class LlamaCppEngine:
             keep = 0
         del slot.cached[keep:]
         return keep
+
+    def _shift_context(self, slot: _Slot, prompt: list[int], keep: int) -> int | None:
+        """ContextShift: when the prompt is the cached one with a stretch after the shared head
+        cut out (a chat that outgrew the context and was trimmed at the front), drop that
+        stretch from the KV cache and move what follows back, instead of recomputing it.
+        Returns the tokens now reusable, or None when the cache does not line up."""
+        cached = slot.cached
+        probe = prompt[keep : keep + _SHIFT_PROBE]
+        if len(probe) < _SHIFT_PROBE or len(cached) - keep <= _SHIFT_PROBE:
+            return None
+        # Every offset where the probe fits is a candidate (repetitive text has several);
+        # the one lining up the most tokens is the real cut.
+        best = (0, 0)
+        for offset in range(1, len(cached) - keep - _SHIFT_PROBE + 1):
+            if cached[keep + offset : keep + offset + _SHIFT_PROBE] == probe:
+                length = _shared_prefix(cached[keep + offset :], prompt[keep:])
+                best = max(best, (length, offset))
+        moved, dropped = min(best[0], len(prompt) - 1 - keep), best[1]
+        if moved < _SHIFT_MIN_TOKENS:
+            return None
+        start, end = keep + dropped, keep + dropped + moved
+        memory, seq_id = self._memory, slot.seq_id
+        if not (
+            llama.llama_memory_seq_rm(memory, seq_id, end, -1)
+            and llama.llama_memory_seq_rm(memory, seq_id, keep, start)
+        ):
+            self._forget_slot(slot)
+            return 0
+        llama.llama_memory_seq_add(memory, seq_id, start, end, -dropped)
+        slot.cached = cached[:keep] + cached[start:end]
+        logger.info("ContextShift: kept %d cached tokens, dropped %d", keep + moved, dropped)
+        return keep + moved
 
     def _forget_slot(self, slot: _Slot) -> None:
         llama.llama_memory_seq_rm(self._memory, slot.seq_id, -1, -1)  # never fails

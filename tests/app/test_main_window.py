@@ -51,6 +51,7 @@ def test_each_tab_round_trips_settings(qtbot: QtBot) -> None:
         defaultgenamt=300,
         batchsize=256,
         nofastforward=True,
+        noshift=True,
         jinja=True,
         jinja_tools=True,
         launch=True,
