@@ -34,5 +34,11 @@ typecheck: install
 test: lint typecheck
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
+# Speed against llama.cpp's llama-server and llama-cpp-python's server (not a timed test).
+# The first run builds llama-server from the vendored llama.cpp sources (~15 minutes).
+bench: install
+	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36'
+	$(BIN)/python bench/compare.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

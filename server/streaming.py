@@ -46,7 +46,10 @@ async def _encode_lines(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[b
         yield json.dumps(line).encode() + b"\n"
 
 
-def sse_response(events: AsyncIterator[ServerSentEvent | None]) -> EventSourceResponse:
+SSEItem = ServerSentEvent | list[ServerSentEvent] | None
+
+
+def sse_response(events: AsyncIterator[SSEItem]) -> EventSourceResponse:
     return EventSourceResponse(
         _encoded(events),
         headers=STREAM_HEADERS,
@@ -55,9 +58,15 @@ def sse_response(events: AsyncIterator[ServerSentEvent | None]) -> EventSourceRe
     )
 
 
-async def _encoded(events: AsyncIterator[ServerSentEvent | None]) -> AsyncIterator[bytes]:
-    async for event in events:
-        yield KEEPALIVE_BYTES if event is None else encode_event(event)
+async def _encoded(events: AsyncIterator[SSEItem]) -> AsyncIterator[bytes]:
+    """None becomes a keep-alive comment; a list of events goes out in one write."""
+    async for item in events:
+        if item is None:
+            yield KEEPALIVE_BYTES
+        elif isinstance(item, list):
+            yield b"".join(encode_event(event) for event in item)
+        else:
+            yield encode_event(item)
 
 
 def encode_event(event: ServerSentEvent) -> bytes:

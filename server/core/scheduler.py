@@ -72,11 +72,19 @@ class JobState(enum.Enum):
 
 @dataclass(eq=False, slots=True)
 class Job:
-    """One admitted request, as the API layer and the worker thread both see it."""
+    """One admitted request, as the API layer and the worker thread both see it.
+
+    Events cross from the worker thread through `inbox` (a deque: appends are thread-safe).
+    The event loop is woken only when it is not already due to look, so a burst of tokens
+    costs one wake-up instead of one per token.
+    """
 
     request: GenerationRequest
     loop: asyncio.AbstractEventLoop
-    events: asyncio.Queue[EngineEvent] = field(default_factory=asyncio.Queue)
+    inbox: deque[EngineEvent] = field(default_factory=deque)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    wake_lock: threading.Lock = field(default_factory=threading.Lock)
+    wake_pending: bool = False
     cancelled: threading.Event = field(default_factory=threading.Event)
     state: JobState = JobState.QUEUED
     text_parts: list[str] = field(default_factory=list)
@@ -177,31 +185,47 @@ class Scheduler:
             self._lock.notify()
         return job
 
-    async def events(
+    async def event_batches(
         self, job: Job, idle_timeout: float | None = None
-    ) -> AsyncIterator[EngineEvent | None]:
-        """Yield a job's events until its outcome. Leaving early (client gone) cancels it.
+    ) -> AsyncIterator[list[EngineEvent] | None]:
+        """Yield a job's events in batches of whatever has arrived, until its outcome.
 
+        While tokens flow faster than the client reads, several arrive between two looks and
+        go out together (one write instead of many); at model speed each batch holds one.
         With `idle_timeout`, `None` is yielded whenever nothing happened for that long (the job
-        waits in line or reads a long prompt), so a stream can send a keep-alive.
+        waits in line or reads a long prompt), so a stream can send a keep-alive. Leaving
+        early (client gone) cancels the job.
         """
         try:
             while True:
+                if job.inbox:
+                    batch = [job.inbox.popleft() for _ in range(len(job.inbox))]
+                    yield batch
+                    if isinstance(batch[-1], GenerationOutcome):
+                        return
+                    continue
+                job.arrived.clear()
+                if job.inbox:  # arrived between the drain and the clear
+                    continue
                 try:
-                    event = job.events.get_nowait()  # the hot path while tokens flow
-                except asyncio.QueueEmpty:
-                    try:
-                        event = await asyncio.wait_for(job.events.get(), idle_timeout)
-                    except TimeoutError:
-                        yield None
-                        continue
-                yield event
-                if isinstance(event, GenerationOutcome):
-                    return
+                    await asyncio.wait_for(job.arrived.wait(), idle_timeout)
+                except TimeoutError:
+                    yield None
         finally:
             # Reached on CancelledError/GeneratorExit too: the consumer is gone, so is the job.
             if job.state is not JobState.DONE:
                 self.cancel(job)
+
+    async def events(
+        self, job: Job, idle_timeout: float | None = None
+    ) -> AsyncIterator[EngineEvent | None]:
+        """The same, one event at a time (None: nothing happened for `idle_timeout`)."""
+        async for batch in self.event_batches(job, idle_timeout):
+            if batch is None:
+                yield None
+                continue
+            for event in batch:
+                yield event
 
     async def collect(self, job: Job) -> tuple[str, GenerationOutcome]:
         """Run a job to its end and return all its text with the outcome (non-streaming)."""
@@ -397,9 +421,14 @@ class Scheduler:
 
     @staticmethod
     def _deliver(job: Job, event: EngineEvent) -> None:
+        job.inbox.append(event)
+        with job.wake_lock:
+            if job.wake_pending:
+                return  # the loop is already due to drain the inbox
+            job.wake_pending = True
         # The loop may already be closed at shutdown; then nobody is listening anyway.
         with contextlib.suppress(RuntimeError):
-            job.loop.call_soon_threadsafe(job.events.put_nowait, event)
+            job.loop.call_soon_threadsafe(_wake, job)
 
     def _report(self, job: Job) -> None:
         if self._on_finished is not None:
@@ -407,6 +436,13 @@ class Scheduler:
                 self._on_finished(job)
             except Exception:
                 logger.exception("finished-request callback failed")
+
+
+def _wake(job: Job) -> None:
+    """On the event loop: let the job's consumer drain its inbox."""
+    with job.wake_lock:
+        job.wake_pending = False
+    job.arrived.set()
 
 
 def _seeded(request: GenerationRequest) -> GenerationRequest:

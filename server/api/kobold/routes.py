@@ -27,7 +27,7 @@ from server.api.kobold.schemas import (
 )
 from server.core.scheduler import Job, QueueFullError, Scheduler
 from server.core.types import FinishReason, TokenEvent
-from server.streaming import ClientDisconnectedError, sse_response, unless_disconnected
+from server.streaming import ClientDisconnectedError, SSEItem, sse_response, unless_disconnected
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
@@ -75,19 +75,26 @@ async def generate_stream(
 
 async def _kobold_events(
     scheduler: Scheduler, job: Job, keepalive: float
-) -> AsyncIterator[ServerSentEvent | None]:
-    async for event in scheduler.events(job, idle_timeout=keepalive):
-        if event is None:
+) -> AsyncIterator[SSEItem]:
+    async for batch in scheduler.event_batches(job, idle_timeout=keepalive):
+        if batch is None:
             yield None
-        elif isinstance(event, TokenEvent):
-            if event.text:
-                yield ServerSentEvent(adapter.token_event_data(event.text), event="message")
-        else:
+            continue
+        events: list[ServerSentEvent] = []
+        for event in batch:
+            if isinstance(event, TokenEvent):
+                if event.text:
+                    events.append(
+                        ServerSentEvent(adapter.token_event_data(event.text), event="message")
+                    )
+                continue
             if event.finish_reason is FinishReason.ERROR:
                 # Headers are long gone: report the failure in-band, then end as usual.
                 message = event.error or "generation failed"
-                yield ServerSentEvent(adapter.error_event_data(message), event="error")
-            yield ServerSentEvent(adapter.final_event_data(event), event="message")
+                events.append(ServerSentEvent(adapter.error_event_data(message), event="error"))
+            events.append(ServerSentEvent(adapter.final_event_data(event), event="message"))
+        if events:
+            yield events
 
 
 @router.get("/api/extra/generate/check", dependencies=[RequireKey])

@@ -1,0 +1,352 @@
+"""`make bench`: Hearth against llama.cpp's llama-server and llama-cpp-python's server, measured
+one after another in the same session, same model, threads and context, over HTTP as a client
+sees it. Prints medians and Hearth/peer ratios and writes docs/PERFORMANCE.md.
+
+    .venv/bin/python bench/compare.py [--repeats 3] [--tokens 200]
+
+Each repetition starts its prompt with a fresh line, so no server can reuse a cached prompt.
+Servers run one at a time: on 2 cores, two servers side by side would measure each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from server.model_file import bundled_model_path  # noqa: E402
+
+THREADS = 2
+CONTEXT = 4096
+PORT = 5097
+BASE = f"http://127.0.0.1:{PORT}"
+STORY = "Once upon a time, in a small village by the sea, there lived"
+LONG_PARAGRAPH = (
+    "The harbour town kept its records in a tall stone building near the water, and every "
+    "season the clerks copied the names of the ships, their cargo and their crews into new "
+    "ledgers, because the salt air ruined paper faster than anyone expected. "
+)
+
+
+@dataclass
+class Figures:
+    decode: list[float] = field(default_factory=list)  # tokens/s, one stream
+    ttft_short: list[float] = field(default_factory=list)  # seconds
+    ttft_long: list[float] = field(default_factory=list)
+    aggregate: list[float] = field(default_factory=list)  # tokens/s, 4 streams
+    rss_mb: float = 0.0
+
+
+def fresh(index: int, text: str) -> str:
+    return f"Run {index} {time.monotonic_ns()}.\n{text}"
+
+
+def stream_completion(prompt: str, tokens: int) -> tuple[float, float, int]:
+    """(time to first text, decode tokens/s, text chunks) for one /v1/completions stream."""
+    body = {
+        "prompt": prompt,
+        "max_tokens": tokens,
+        "stream": True,
+        "temperature": 0.7,
+        "top_k": 100,
+        "top_p": 0.9,
+        "seed": 1,
+        "ignore_eos": True,
+    }
+    started = time.perf_counter()
+    arrivals: list[float] = []
+    with httpx.stream("POST", f"{BASE}/v1/completions", json=body, timeout=300) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            payload = json.loads(line[6:])
+            choices = payload.get("choices") or []
+            if choices and choices[0].get("text"):
+                arrivals.append(time.perf_counter())
+    first = arrivals[0] - started
+    rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
+    return first, rate, len(arrivals)
+
+
+def aggregate_rate(tokens: int, streams: int, index: int) -> float:
+    counts: list[int] = []
+    barrier = threading.Barrier(streams)
+
+    def one(stream: int) -> None:
+        barrier.wait()
+        counts.append(stream_completion(fresh(index * 10 + stream, STORY), tokens)[2])
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in range(streams)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def wait_ready(process: subprocess.Popen[bytes], probe: str) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            if httpx.get(BASE + probe, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError("server did not become ready")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_server(command: Sequence[str], probe: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        list(command), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    wait_ready(process, probe)
+    return process
+
+
+def measure(
+    name: str,
+    command: Sequence[str],
+    probe: str,
+    args: argparse.Namespace,
+    parallel_command: Sequence[str] | None = None,
+) -> Figures:
+    print(f"measuring {name} …", flush=True)
+    figures = Figures()
+    long_prompt = LONG_PARAGRAPH * 38  # about 1500 tokens
+    process = run_server(command, probe)
+    try:
+        stream_completion(fresh(-1, STORY), 8)  # warm-up
+        figures.rss_mb = rss_mb(process.pid)
+        for index in range(args.repeats):
+            first, rate, _ = stream_completion(fresh(index, STORY), args.tokens)
+            figures.decode.append(rate)
+            figures.ttft_short.append(first)
+            figures.ttft_long.append(stream_completion(fresh(index, long_prompt), 4)[0])
+        if parallel_command is None:
+            for index in range(args.repeats):
+                figures.aggregate.append(aggregate_rate(args.tokens, 4, index))
+    finally:
+        process.terminate()
+        process.wait()
+    if parallel_command is not None:
+        process = run_server(parallel_command, probe)
+        try:
+            stream_completion(fresh(-1, STORY), 8)
+            for index in range(args.repeats):
+                figures.aggregate.append(aggregate_rate(args.tokens, 4, index))
+        finally:
+            process.terminate()
+            process.wait()
+    return figures
+
+
+def scripted_events_per_second(events: int) -> float:
+    """Hearth's HTTP path alone: a scripted engine with no model time, one SSE event per
+    token, read by a client in this process while the server runs in another."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "scripted_server.py"), str(PORT)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_ready(process, "/api/extra/version")
+        body = {"prompt": "x", "max_length": events}
+        rates = []
+        for _ in range(3):
+            started = time.perf_counter()
+            count = 0
+            with httpx.stream(
+                "POST", f"{BASE}/api/extra/generate/stream", json=body, timeout=300
+            ) as response:
+                for chunk in response.iter_bytes():
+                    count += chunk.count(b"\n\n")
+            rates.append(count / (time.perf_counter() - started))
+        return statistics.median(rates)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=200)
+    args = parser.parse_args()
+    model = str(bundled_model_path())
+    llama_server = subprocess.run(
+        ["bash", str(ROOT / "bench" / "build_llama_server.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    hearth = [
+        sys.executable,
+        "-m",
+        "server",
+        "--skiplauncher",
+        "--quiet",
+        "--port",
+        str(PORT),
+        "--threads",
+        str(THREADS),
+        "--contextsize",
+        str(CONTEXT),
+    ]
+    peer = [
+        llama_server,
+        "-m",
+        model,
+        "--port",
+        str(PORT),
+        "-t",
+        str(THREADS),
+        "-tb",
+        str(THREADS),
+        "-c",
+        str(CONTEXT),
+        "--no-webui",
+    ]
+    results: dict[str, Figures] = {}
+    results["Hearth"] = measure(
+        "Hearth", hearth, "/api/extra/version", args, [*hearth, "--parallelrequests", "4"]
+    )
+    results["Hearth sequential"] = Figures(aggregate=[])
+    results["llama-server"] = measure(
+        "llama-server", [*peer, "-np", "1"], "/health", args, [*peer, "-np", "4"]
+    )
+    sequential = run_server(hearth, "/api/extra/version")
+    try:
+        stream_completion(fresh(-1, STORY), 8)
+        results["Hearth sequential"].aggregate = [
+            aggregate_rate(args.tokens, 4, index) for index in range(args.repeats)
+        ]
+    finally:
+        sequential.terminate()
+        sequential.wait()
+    results["llama-cpp-python server"] = measure(
+        "llama-cpp-python server",
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            model,
+            "--port",
+            str(PORT),
+            "--n_threads",
+            str(THREADS),
+            "--n_threads_batch",
+            str(THREADS),
+            "--n_ctx",
+            str(CONTEXT),
+        ],
+        "/v1/models",
+        args,
+    )
+    events = scripted_events_per_second(20_000)
+    report(results, events, args)
+
+
+def report(results: dict[str, Figures], events: float, args: argparse.Namespace) -> None:
+    hearth, peer, python_peer = (
+        results["Hearth"],
+        results["llama-server"],
+        results["llama-cpp-python server"],
+    )
+    sequential = results["Hearth sequential"]
+    rows = [
+        ("decode tokens/s, 1 stream", [median(f.decode) for f in (hearth, peer, python_peer)]),
+        (
+            "first token, short prompt (ms)",
+            [1000 * median(f.ttft_short) for f in (hearth, peer, python_peer)],
+        ),
+        (
+            "first token, ~1500-token prompt (ms)",
+            [1000 * median(f.ttft_long) for f in (hearth, peer, python_peer)],
+        ),
+        (
+            "aggregate tokens/s, 4 streams",
+            [median(f.aggregate) for f in (hearth, peer, python_peer)],
+        ),
+        ("resident memory (MB)", [f.rss_mb for f in (hearth, peer, python_peer)]),
+    ]
+    lines = [
+        f"Bundled Gemma 3 270M Q4_K_M, {THREADS} threads, context {CONTEXT}, {args.tokens} "
+        f"tokens per stream, median of {args.repeats}. Hearth parallel = "
+        "`--parallelrequests 4`, llama-server `-np 4`.",
+        "",
+        "| measure | Hearth | llama-server | llama-cpp-python server | Hearth / llama-server |",
+        "|---|---|---|---|---|",
+    ]
+    for label, (ours, theirs, python_value) in rows:
+        ratio = ours / theirs if theirs else float("nan")
+        lines.append(f"| {label} | {ours:.1f} | {theirs:.1f} | {python_value:.1f} | {ratio:.3f} |")
+    parallel_gain = median(hearth.aggregate) / median(sequential.aggregate)
+    lines += [
+        "",
+        f"- Time to first token, Hearth - llama-server: short "
+        f"{1000 * (median(hearth.ttft_short) - median(peer.ttft_short)):+.1f} ms, ~1500 tokens "
+        f"{1000 * (median(hearth.ttft_long) - median(peer.ttft_long)):+.1f} ms.",
+        f"- 4 streams: Hearth parallel {median(hearth.aggregate):.1f} tokens/s vs Hearth "
+        f"sequential {median(sequential.aggregate):.1f} (x {parallel_gain:.2f}).",
+        f"- Hearth's HTTP path with a scripted engine (no model time): {events:,.0f} SSE events/s.",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, {_cpu_model()}, Python "
+        f"{platform.python_version()}"
+    )
+    document = (
+        "# Performance\n\nMeasured by `make bench` (`bench/compare.py`) on "
+        f"{time.strftime('%Y-%m-%d')}: {machine}.\n\n{text}\n\nTargets (issue 5), as ratios "
+        "measured side by side: single-stream decode ≥ 0.97x llama-server; time to first token "
+        "within 10 ms of llama-server; 4-stream aggregate ≥ 0.9x llama-server `-np 4` and "
+        "≥ 1.4x Hearth sequential; HTTP path ≥ 20,000 events/s.\n"
+    )
+    (ROOT / "docs" / "PERFORMANCE.md").write_text(document)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+if __name__ == "__main__":
+    main()
