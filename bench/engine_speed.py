@@ -45,10 +45,15 @@ def fresh_prompt(index: int) -> str:
 def bench_raw(engine: LlamaCppEngine, tokens: int, index: int) -> float:
     """The bare low-level loop with the same sampler chain Hearth builds."""
     prompt = engine.tokenize(fresh_prompt(index))
-    engine._prepare_cache([])
-    engine._decode(prompt, first_position=0, want_logits=True)
-    sampler = engine._build_sampler(SamplingParams(seed=index, ban_eos=True), prompt)
+    slot = engine._slots[0]
+    engine._forget_slot(slot)
     context, batch = engine._context, engine._batch
+    for i, token in enumerate(prompt):
+        batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
+        batch.seq_id[i][0], batch.logits[i] = 0, i == len(prompt) - 1
+    batch.n_tokens = len(prompt)
+    llama.llama_decode(context, batch)
+    sampler = engine._build_sampler(SamplingParams(seed=index, ban_eos=True), prompt)
     started = time.perf_counter()
     for position in range(len(prompt), len(prompt) + tokens):
         token = llama.llama_sampler_sample(sampler, context, -1)
@@ -57,8 +62,7 @@ def bench_raw(engine: LlamaCppEngine, tokens: int, index: int) -> float:
         llama.llama_decode(context, batch)
     elapsed = time.perf_counter() - started
     llama.llama_sampler_free(sampler)
-    engine._cached_tokens = []
-    llama.llama_memory_clear(engine._memory, True)
+    engine._forget_slot(slot)  # the loop bypassed the engine's bookkeeping
     return tokens / elapsed
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import Request
 
-from server.api.errors import APIError, Dialect, busy_error
+from server.api.errors import APIError, Dialect, ErrorKind, busy_error
 from server.core.chat import (
     TOOL_DECISION_QUESTION,
     ChatMessage,
@@ -41,7 +41,7 @@ from server.core.types import (
     SamplingParams,
     TokenEvent,
 )
-from server.streaming import unless_disconnected
+from server.streaming import ClientDisconnectedError, unless_disconnected
 
 # KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
 _TOOL_CALL_MAX_TEMPERATURE = 0.5
@@ -57,6 +57,23 @@ def submit(scheduler: Scheduler, generation: GenerationRequest) -> Job:
         return scheduler.submit(generation)
     except QueueFullError:
         raise busy_error() from None
+
+
+CLIENT_GONE_STATUS = 499  # nginx's "client closed request": nobody reads this response
+
+
+async def finished_text(
+    request: Request, scheduler: Scheduler, job: Job, dialect: Dialect
+) -> tuple[str, GenerationOutcome] | None:
+    """A non-streamed request's whole text and outcome, or None if the client left (the job
+    was cancelled). A failed generation is a real 500 in the dialect's shape."""
+    try:
+        text, outcome = await run_to_end(request, scheduler, job)
+    except ClientDisconnectedError:
+        return None
+    if failed(outcome):
+        raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
+    return text, outcome
 
 
 async def run_to_end(

@@ -97,6 +97,7 @@ class LlamaCppEngine:
             bos_token=self._token_bytes(llama.llama_vocab_bos(self._vocab), True).decode(),
             eos_token=self._token_bytes(llama.llama_vocab_eos(self._vocab), True).decode(),
         )
+        self._threadpool: _Threadpool | None = None
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -142,6 +143,7 @@ class LlamaCppEngine:
         if not context:
             llama.llama_model_free(model)
             raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
+        threadpool = _Threadpool.attach(context, threads)
         logger.info(
             "Loaded %s: context %d tokens, %d threads, batch %d%s",
             path.name,
@@ -153,7 +155,9 @@ class LlamaCppEngine:
             if slots > 1
             else "",
         )
-        return cls(model, context, path, settings)
+        engine = cls(model, context, path, settings)
+        engine._threadpool = threadpool
+        return engine
 
     # -- Engine protocol -------------------------------------------------------------------
 
@@ -301,6 +305,8 @@ class LlamaCppEngine:
                 return
             self._closed = True
             llama.llama_batch_free(self._batch)
+            if self._threadpool is not None:
+                self._threadpool.detach(self._context)
             llama.llama_free(self._context)
             llama.llama_model_free(self._model)
 
@@ -595,6 +601,77 @@ def _schema_grammar(schema: dict[str, Any] | None) -> str | None:
         return str(json_schema_to_gbnf(json.dumps(schema)))
     except Exception as exc:  # the converter raises assorted errors on unsupported schemas
         raise EngineError(f"cannot turn this JSON schema into a grammar: {exc}") from exc
+
+
+class _GgmlThreadpoolParams(ctypes.Structure):
+    """`struct ggml_threadpool_params` (ggml.h); llama-cpp-python does not bind it."""
+
+    _fields_ = [
+        ("cpumask", ctypes.c_bool * 512),  # GGML_MAX_N_THREADS
+        ("n_threads", ctypes.c_int),
+        ("prio", ctypes.c_int),
+        ("poll", ctypes.c_uint32),
+        ("strict_cpu", ctypes.c_bool),
+        ("paused", ctypes.c_bool),
+    ]
+
+
+class _Threadpool:
+    """A persistent ggml thread pool attached to the context, as llama-server does.
+
+    Without one, ggml creates and joins a new pool for every decode (so per token), and its
+    threads never get to spin-wait between graph nodes. Measured on the bundled model: this is
+    where Hearth lost ~10% of decode speed and prompt speed to llama-server. When the
+    libraries cannot be bound (another platform's file names), decoding still works, slower.
+    """
+
+    _POLL = 50  # ggml's default hybrid polling, as llama-server uses
+
+    def __init__(self, pool: int, free: Any) -> None:
+        self._pool = pool
+        self._free = free
+
+    @classmethod
+    def attach(cls, context: Any, threads: int) -> _Threadpool | None:
+        try:
+            cpu = ctypes.CDLL(str(_shared_library("ggml-cpu")))
+            new, free = cpu.ggml_threadpool_new, cpu.ggml_threadpool_free
+            new.argtypes, new.restype = [ctypes.POINTER(_GgmlThreadpoolParams)], ctypes.c_void_p
+            free.argtypes, free.restype = [ctypes.c_void_p], None
+            attach = _libllama().llama_attach_threadpool
+            attach.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            attach.restype = None
+        except (OSError, AttributeError, KeyError):
+            logger.info("No persistent thread pool on this platform; decoding is slower.")
+            return None
+        params = _GgmlThreadpoolParams(n_threads=threads, prio=0, poll=cls._POLL)
+        pool = new(ctypes.byref(params))
+        if not pool:
+            return None
+        attach(context, pool, pool)
+        return cls(pool, free)
+
+    def detach(self, context: Any) -> None:
+        detach = _libllama().llama_detach_threadpool
+        detach.argtypes, detach.restype = [ctypes.c_void_p], None
+        detach(context)
+        self._free(self._pool)
+
+
+def _libllama() -> Any:
+    """llama-cpp-python's handle on libllama, for the functions it does not bind."""
+    import llama_cpp.llama_cpp as bindings
+
+    return vars(bindings)["_lib"]
+
+
+def _shared_library(stem: str) -> Path:
+    folder = Path(llama.__file__).resolve().parent / "lib"
+    for pattern in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll", f"lib{stem}.so.*"):
+        found = sorted(folder.glob(pattern))
+        if found:
+            return found[0]
+    raise OSError(f"{stem} not found in {folder}")
 
 
 class _ProgressReporter:

@@ -23,7 +23,7 @@ from server.core.chat import ChatTemplateError
 from server.core.scheduler import Job, Scheduler
 from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
 from server.core.types import GenerationOutcome
-from server.streaming import ClientDisconnectedError, sse_response
+from server.streaming import sse_response
 
 router = APIRouter(tags=["Anthropic"])
 RequireKey = key_required(Dialect.ANTHROPIC)
@@ -44,12 +44,10 @@ async def messages(
     job = common.submit(scheduler, plan.generation)
     if body.stream:
         return sse_response(_message_events(request, scheduler, job, plan, model.name))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise APIError(500, common.failure_message(outcome), ErrorKind.SERVER, Dialect.ANTHROPIC)
+    finished = await common.finished_text(request, scheduler, job, Dialect.ANTHROPIC)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     answer = common.read_answer(plan, text, outcome)
     return JSONResponse(adapter.message_object(message_id, model.name, plan, answer))
 

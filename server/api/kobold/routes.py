@@ -16,8 +16,9 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import ServerSentEvent
 
 from server import __version__
+from server.api import common
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_valid_key, key_required
-from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
+from server.api.errors import APIError, Dialect, busy_error, parse_json_body
 from server.api.kobold import adapter
 from server.api.kobold.schemas import (
     KoboldDetokenizeRequest,
@@ -27,7 +28,7 @@ from server.api.kobold.schemas import (
 )
 from server.core.scheduler import Job, QueueFullError, Scheduler
 from server.core.types import FinishReason, TokenEvent
-from server.streaming import ClientDisconnectedError, SSEItem, sse_response, unless_disconnected
+from server.streaming import SSEItem, sse_response
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
@@ -54,13 +55,10 @@ async def _admit(request: Request, scheduler: Scheduler, settings_default: int) 
 @router.post("/api/v1/generate", dependencies=[RequireKey])
 async def generate(request: Request, scheduler: SchedulerDep, settings: SettingsDep) -> Response:
     job = await _admit(request, scheduler, settings.defaultgenamt)
-    try:
-        text, outcome = await unless_disconnected(request, scheduler.collect(job))
-    except ClientDisconnectedError:
-        return Response(status_code=499)  # nobody reads it; the job was cancelled
-    if outcome.finish_reason is FinishReason.ERROR:
-        # KoboldCpp answers a failed generation with HTTP 200; a real 500 is honest.
-        raise APIError(500, outcome.error or "generation failed", ErrorKind.SERVER)
+    finished = await common.finished_text(request, scheduler, job, Dialect.KOBOLD)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     return JSONResponse(adapter.generate_response(text, outcome))
 
 

@@ -17,21 +17,17 @@ from fastapi.responses import JSONResponse, Response
 from server import __version__
 from server.api import common
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
+from server.api.errors import Dialect, parse_json_body
 from server.api.ollama import adapter
 from server.api.ollama.schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest
 from server.core.scheduler import Job, Scheduler
 from server.core.tool_stream import TextDelta, ToolCallDone
-from server.core.types import GenerationOutcome, TokenEvent
-from server.streaming import ClientDisconnectedError, ndjson_response
+from server.core.types import TokenEvent
+from server.streaming import ndjson_response
 
 router = APIRouter(tags=["Ollama"])
 RequireKey = key_required(Dialect.OLLAMA)
 OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display it
-
-
-def _failure(outcome: GenerationOutcome) -> APIError:
-    return APIError(500, common.failure_message(outcome), ErrorKind.SERVER, Dialect.OLLAMA)
 
 
 @router.post("/api/generate", dependencies=[RequireKey])
@@ -45,12 +41,10 @@ async def generate(
     job = common.submit(scheduler, plan.generation)
     if body.stream:
         return ndjson_response(_generate_lines(request, scheduler, job, body.model))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise _failure(outcome)
+    finished = await common.finished_text(request, scheduler, job, Dialect.OLLAMA)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     return JSONResponse(
         {**adapter.generate_chunk(body.model, text), **adapter.final_fields(outcome)}
     )
@@ -86,12 +80,10 @@ async def chat(
     job = common.submit(scheduler, plan.generation)
     if body.stream:
         return ndjson_response(_chat_lines(request, scheduler, job, plan, body.model))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise _failure(outcome)
+    finished = await common.finished_text(request, scheduler, job, Dialect.OLLAMA)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     answer = common.read_answer(plan, text, outcome)
     return JSONResponse(
         {

@@ -19,13 +19,13 @@ from sse_starlette import ServerSentEvent
 
 from server.api import common
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.api.errors import Dialect, ErrorKind, error_body, parse_json_body
 from server.api.openai import adapter
 from server.api.openai.schemas import OpenAIChatRequest, OpenAICompletionRequest, ResponsesRequest
 from server.core.scheduler import Job, Scheduler
 from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
 from server.core.types import GenerationOutcome, TokenEvent
-from server.streaming import ClientDisconnectedError, sse_response
+from server.streaming import sse_response
 
 router = APIRouter(tags=["OpenAI"])
 RequireKey = key_required(Dialect.OPENAI)
@@ -38,10 +38,6 @@ def _data(payload: dict[str, Any]) -> ServerSentEvent:
 
 def _error_data(outcome: GenerationOutcome) -> ServerSentEvent:
     return _data(error_body(Dialect.OPENAI, common.failure_message(outcome), ErrorKind.SERVER))
-
-
-def _server_error(outcome: GenerationOutcome) -> APIError:
-    return APIError(500, common.failure_message(outcome), ErrorKind.SERVER, Dialect.OPENAI)
 
 
 @router.get("/v1/models")
@@ -63,12 +59,10 @@ async def completions(request: Request, scheduler: SchedulerDep, model: ModelInf
     created = int(time.time())
     if body.stream:
         return sse_response(_completion_events(request, scheduler, job, body, model.name))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise _server_error(outcome)
+    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     result = adapter.completion_object(
         completion_id, model.name, created, text, adapter.finish_reason(outcome)
     )
@@ -121,12 +115,10 @@ async def chat_completions(
     job = common.submit(scheduler, plan.generation)
     if body.stream:
         return sse_response(_chat_events(request, scheduler, job, plan, body, model.name))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise _server_error(outcome)
+    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     answer = common.read_answer(plan, text, outcome)
     return JSONResponse(
         adapter.chat_completion(plan.generation.request_id, model.name, int(time.time()), answer)
@@ -181,12 +173,10 @@ async def responses(
     builder = adapter.ResponseBuilder(response_id, model.name, body)
     if body.stream:
         return sse_response(_responses_events(request, scheduler, job, plan, builder))
-    try:
-        text, outcome = await common.run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    if common.failed(outcome):
-        raise _server_error(outcome)
+    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
+    if finished is None:
+        return Response(status_code=common.CLIENT_GONE_STATUS)
+    text, outcome = finished
     answer = common.read_answer(plan, text, outcome)
     return JSONResponse(builder.response("completed", builder.output_for(answer), outcome))
 
