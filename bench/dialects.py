@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+
+from bench.servers import hearth_command, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 5098
@@ -100,42 +100,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server",
-            "--skiplauncher",
-            "--quiet",
-            "--port",
-            str(PORT),
-            "--threads",
-            "2",
-            "--contextsize",
-            "4096",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_server(hearth_command(PORT), BASE, "/api/extra/version")
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{BASE}/api/extra/version").is_success:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
         results: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in CASES}
         for index in range(args.repeats):  # interleaved, so drift hits every dialect alike
             for name, path, template, has_text in CASES:
                 body = body_for(path, template, args.tokens, index * 10 + len(results[name]))
                 results[name].append(measure(path, body, has_text))
     finally:
-        server.terminate()
-        server.wait()
+        stop_server(server)
     base_first = statistics.median(f for f, _ in results["KoboldAI SSE"])
     base_rate = statistics.median(r for _, r in results["KoboldAI SSE"])
     print(f"bundled model, 2 threads, {args.tokens} tokens, median of {args.repeats}")

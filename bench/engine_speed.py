@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
+
+from bench.servers import hearth_command, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -106,35 +107,9 @@ def bench_high_level(model_path: Path, tokens: int, repeats: int) -> list[float]
 
 def bench_http(tokens: int, repeats: int) -> list[float]:
     port = 5099
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server",
-            "--skiplauncher",
-            "--quiet",
-            "--port",
-            str(port),
-            "--threads",
-            str(THREADS),
-            "--contextsize",
-            str(CONTEXT),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     base = f"http://127.0.0.1:{port}"
+    server = start_server(hearth_command(port), base, "/api/extra/version")
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/api/extra/version").is_success:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
         rates = []
         for index in range(repeats):
             body = {
@@ -153,8 +128,7 @@ def bench_http(tokens: int, repeats: int) -> list[float]:
             rates.append((len(arrivals) - 1) / (arrivals[-1] - arrivals[0]))
         return rates
     finally:
-        server.terminate()
-        server.wait()
+        stop_server(server)
 
 
 def main() -> None:
