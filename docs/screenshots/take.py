@@ -58,9 +58,13 @@ def main() -> None:
     wait_until(lambda: window.run_view.state.text() == "Idle")
     base = f"http://127.0.0.1:{window.settings.port_param}"
     for length in (60, 80, 200):
-        threading.Thread(target=lambda n=length: httpx.post(
-            f"{base}/api/v1/generate", timeout=60,
-            json={"prompt": "Once upon a time", "max_length": n})).start()
+        threading.Thread(
+            target=lambda n=length: httpx.post(
+                f"{base}/api/v1/generate",
+                timeout=60,
+                json={"prompt": "Once upon a time", "max_length": n},
+            )
+        ).start()
     # Mid-run, after two replies: the queue, the figures and the plot all have something.
     wait_until(lambda: window.run_view.total.text() == "2")
     wait(300)

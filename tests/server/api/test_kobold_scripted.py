@@ -148,8 +148,9 @@ def test_password_protects_text_endpoints_only(serve_engine: Serve) -> None:
         assert client.get("/api/extra/version").json()["protected"] is True
 
 
-def test_home_page_names_the_model_and_the_apis(serve_engine: Serve) -> None:
+def test_home_page_is_the_bundled_chat_page(serve_engine: Serve) -> None:
     server = serve_engine(ScriptedEngine())
     page = httpx.get(server.base_url + "/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    assert "scripted" in page.text and "/v1/chat/completions" in page.text
+    assert "<title>Hearth chat</title>" in page.text and "/v1/chat/completions" in page.text
+    assert "http" not in page.text.split("<script>")[0].replace("http-equiv", "")  # no CDN

@@ -1,0 +1,107 @@
+"""The chat page in a real headless Chromium against the live server on the bundled model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunningServer
+from tests.server.test_real_model import perf, wait_for
+
+pytestmark = pytest.mark.model
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
+    pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1100,800",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def assistant_text(browser: WebDriver) -> str:
+    turns = browser.find_elements(By.CSS_SELECTOR, ".turn.assistant")
+    return str(turns[-1].text) if turns else ""
+
+
+def until(condition: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "the page never got there"
+        time.sleep(0.05)
+
+
+def test_stream_stop_and_keep_the_conversation(
+    browser: WebDriver, hearth: RunningServer, tmp_path: Path
+) -> None:
+    browser.get(hearth.base_url + "/")
+    browser.find_element(By.ID, "clear").click()
+    max_tokens = browser.find_element(By.ID, "max-tokens")
+    max_tokens.clear()
+    max_tokens.send_keys("400")
+    browser.find_element(By.ID, "prompt").send_keys("Tell me a very long story about a ship.")
+    browser.find_element(By.ID, "send").click()
+
+    until(lambda: len(assistant_text(browser)) > 10)
+    first = len(assistant_text(browser))
+    until(lambda: len(assistant_text(browser)) > first + 10)  # text grows while streaming
+    assert perf(hearth)["idle"] == 0
+    browser.find_element(By.ID, "stop").click()
+    until(lambda: browser.find_element(By.ID, "status").text == "Stopped.")
+    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=1.0)
+    stopped_text = assistant_text(browser)
+    browser.save_screenshot(str(tmp_path / "chat.png"))
+
+    browser.refresh()
+    until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".turn")) == 2)
+    assert browser.find_element(By.CSS_SELECTOR, ".turn.user").text.startswith("Tell me")
+    assert assistant_text(browser) == stopped_text
+
+
+def test_polling_mode_and_markup_stays_text(browser: WebDriver, hearth: RunningServer) -> None:
+    browser.get(hearth.base_url + "/")
+    browser.find_element(By.ID, "clear").click()
+    browser.find_element(By.ID, "poll").click()
+    max_tokens = browser.find_element(By.ID, "max-tokens")
+    max_tokens.clear()
+    max_tokens.send_keys("30")
+    browser.find_element(By.ID, "prompt").send_keys("Write <b>bold</b> <script>x()</script>")
+    browser.find_element(By.ID, "send").click()
+    until(lambda: "tokens/s" in browser.find_element(By.ID, "status").text, timeout=60)
+    assert assistant_text(browser)
+    assert not browser.find_elements(By.CSS_SELECTOR, ".turn b")  # shown as text, not markup
+    assert "<b>bold</b>" in browser.find_element(By.CSS_SELECTOR, ".turn.user").text
