@@ -249,11 +249,6 @@ def failure_message(outcome: GenerationOutcome) -> str:
     return outcome.error or "generation failed"
 
 
-def chat_template(request: Request) -> ChatTemplate:
-    template: ChatTemplate = request.app.state.model_info.chat_template
-    return template
-
-
 def sampling_from(
     *,
     temperature: float | None = None,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import RunningServer
@@ -24,6 +25,7 @@ if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -105,3 +107,50 @@ def test_polling_mode_and_markup_stays_text(browser: WebDriver, hearth: RunningS
     assert assistant_text(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, ".turn b")  # shown as text, not markup
     assert "<b>bold</b>" in browser.find_element(By.CSS_SELECTOR, ".turn.user").text
+
+
+def test_password_busy_server_and_regenerate(
+    browser: WebDriver, start_hearth: Callable[[Sequence[str]], RunningServer]
+) -> None:
+    server = start_hearth(["--multiuser", "0", "--password", "pw"])
+    browser.get(server.base_url + "/")
+    max_tokens = browser.find_element(By.ID, "max-tokens")
+    max_tokens.clear()
+    max_tokens.send_keys("12")
+    browser.find_element(By.ID, "prompt").send_keys("Hello there")
+    browser.find_element(By.ID, "send").click()
+    until(lambda: _alert_text(browser) is not None)  # the page asks for the password once
+    alert = browser.switch_to.alert
+    alert.send_keys("pw")
+    alert.accept()
+    until(lambda: "password" in browser.find_element(By.CSS_SELECTOR, ".notice").text)
+    browser.find_element(By.ID, "regenerate").click()  # the user turn is kept: try again
+    until(lambda: "tokens/s" in browser.find_element(By.ID, "status").text, timeout=60)
+    first_reply = assistant_text(browser)
+    assert first_reply
+
+    with (
+        httpx.Client(base_url=server.base_url, timeout=60) as client,
+        client.stream(
+            "POST",
+            "/api/extra/generate/stream",
+            headers={"Authorization": "Bearer pw"},
+            json={"prompt": "Occupy", "max_length": 400, "ban_eos_token": True},
+        ) as busy,
+    ):
+        lines = busy.iter_lines()
+        next(lines)
+        browser.find_element(By.ID, "regenerate").click()
+        until(lambda: "busy" in browser.find_elements(By.CSS_SELECTOR, ".notice")[-1].text)
+        httpx.post(
+            f"{server.base_url}/api/extra/abort", headers={"Authorization": "Bearer pw"}, json={}
+        )
+    turns = browser.find_elements(By.CSS_SELECTOR, ".turn")
+    assert [t.get_attribute("class") for t in turns][:1] == ["turn user"]  # conversation kept
+
+
+def _alert_text(browser: WebDriver) -> str | None:
+    try:
+        return str(browser.switch_to.alert.text)
+    except NoAlertPresentException:
+        return None

@@ -18,7 +18,7 @@ from sse_starlette import ServerSentEvent
 from server import __version__
 from server.api import common
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_valid_key, key_required
-from server.api.errors import APIError, Dialect, busy_error, parse_json_body
+from server.api.errors import APIError, Dialect, parse_json_body
 from server.api.kobold import adapter
 from server.api.kobold.schemas import (
     KoboldDetokenizeRequest,
@@ -26,7 +26,7 @@ from server.api.kobold.schemas import (
     KoboldGenkeyRequest,
     KoboldTokenCountRequest,
 )
-from server.core.scheduler import Job, QueueFullError, Scheduler
+from server.core.scheduler import Job, Scheduler
 from server.core.types import FinishReason, TokenEvent
 from server.streaming import SSEItem, sse_response
 
@@ -46,10 +46,7 @@ async def _admit(request: Request, scheduler: Scheduler, settings_default: int) 
     """Validate the body and take a queue place, all before the first response byte."""
     body = await parse_json_body(request, KoboldGenerateRequest)
     generation = adapter.to_generation_request(body, _new_request_id(request), settings_default)
-    try:
-        return scheduler.submit(generation)
-    except QueueFullError:
-        raise busy_error() from None
+    return common.submit(scheduler, generation)
 
 
 @router.post("/api/v1/generate", dependencies=[RequireKey])
