@@ -26,15 +26,13 @@ from pathlib import Path
 
 import httpx
 
-from bench.servers import start_server, stop_server
+from bench.servers import CONTEXT, THREADS, hearth_command, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from server.model_file import bundled_model_path  # noqa: E402
 
-THREADS = 2
-CONTEXT = 4096
 PORT = 5097
 BASE = f"http://127.0.0.1:{PORT}"
 STORY = "Once upon a time, in a small village by the sea, there lived"
@@ -184,19 +182,7 @@ def main() -> None:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    hearth = [
-        sys.executable,
-        "-m",
-        "server",
-        "--skiplauncher",
-        "--quiet",
-        "--port",
-        str(PORT),
-        "--threads",
-        str(THREADS),
-        "--contextsize",
-        str(CONTEXT),
-    ]
+    hearth = hearth_command(PORT)
     peer = [
         llama_server,
         "-m",
