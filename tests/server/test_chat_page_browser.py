@@ -141,7 +141,12 @@ def test_password_busy_server_and_regenerate(
         lines = busy.iter_lines()
         next(lines)
         browser.find_element(By.ID, "regenerate").click()
-        until(lambda: "busy" in browser.find_elements(By.CSS_SELECTOR, ".notice")[-1].text)
+        until(
+            lambda: any(
+                "busy" in notice.text
+                for notice in browser.find_elements(By.CSS_SELECTOR, ".notice")
+            )
+        )
         httpx.post(
             f"{server.base_url}/api/extra/abort", headers={"Authorization": "Bearer pw"}, json={}
         )
