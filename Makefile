@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run serve test lint typecheck bench package test-package clean
+.PHONY: install run serve test fuzz lint typecheck bench package test-package clean
 
 install: $(STAMP)
 
@@ -33,6 +33,13 @@ typecheck: install
 
 test: lint typecheck
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+# The long fuzzing run (make test runs a short one): schemathesis generates requests from the
+# server's OpenAPI schema against the real model; no 5xx, every 4xx in its dialect's shape.
+FUZZ_EXAMPLES ?= 150
+fuzz: install
+	HEARTH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		--timeout 7200 tests/fuzz
 
 # Speed against llama.cpp's llama-server and llama-cpp-python's server (not a timed test).
 # The first run builds llama-server from the vendored llama.cpp sources (~15 minutes).

@@ -35,6 +35,7 @@ def run_launcher(settings: HearthSettings | None = None) -> int:
     from app.main_window import MainWindow
     from app.paths import resource_root
     from app.settings_store import load_preferences
+    from app.signals import close_on_signals
 
     application = QApplication.instance() or QApplication(sys.argv[:1])
     application.setApplicationName("Hearth")
@@ -44,7 +45,9 @@ def run_launcher(settings: HearthSettings | None = None) -> int:
         )
     window = MainWindow(settings, load_preferences())
     window.show()
-    return int(application.exec())
+    # SIGTERM (logout, task manager) and Ctrl-C close the window as its close button does.
+    with close_on_signals(window):
+        return int(application.exec())
 
 
 def main() -> int:

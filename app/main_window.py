@@ -135,6 +135,15 @@ class MainWindow(QMainWindow):
         model = values.get("model_param")
         if model and not Path(model).is_file():
             problems["model_param"] = "No such file."
+        elif model:
+            # The server's own header check (imported here: it brings numpy along), so a file
+            # that is not a GGUF or is cut short never starts a doomed server.
+            from server.model_file import ModelFileError, check_gguf_file
+
+            try:
+                check_gguf_file(Path(model))
+            except ModelFileError as exc:
+                problems["model_param"] = str(exc)
         try:
             settings = HearthSettings.model_validate({**self.settings.model_dump(), **values})
         except ValidationError as exc:
@@ -154,7 +163,6 @@ class MainWindow(QMainWindow):
         pairs: list[tuple[QWidget, QWidget]] = [
             (self.quick.context_size, self.context.context_size),
             (self.quick.quiet, self.network.quiet),
-            (self.quick.jinja, self.context.jinja),
         ]
         for first, second in pairs:
             if isinstance(first, QSpinBox) and isinstance(second, QSpinBox):
@@ -246,8 +254,12 @@ class MainWindow(QMainWindow):
             return False
         self.settings = settings
         self.preferences.last_settings = settings
-        config_dir().mkdir(parents=True, exist_ok=True)
-        launch_file = settings_store.save_from_launcher(settings, config_dir() / LAUNCH_FILE)
+        try:
+            config_dir().mkdir(parents=True, exist_ok=True)
+            launch_file = settings_store.save_from_launcher(settings, config_dir() / LAUNCH_FILE)
+        except OSError as exc:  # a full disk or a read-only config folder: say so, start nothing
+            self.show_notice(f"Could not write the launch settings: {exc}", "error")
+            return False
         program, arguments = server_command(launch_file)
         self._ready = False
         self._base_url = f"http://{url_host(settings.listen_host)}:{settings.port_param}"
@@ -322,6 +334,7 @@ class MainWindow(QMainWindow):
             self.preferences.last_settings = settings
         with contextlib.suppress(OSError):  # remembering is a convenience; closing must work
             settings_store.save_preferences(self.preferences)
-        if self.server.running:
-            self.server.stop(grace_ms=2000)
+        # Wait for the server here: once the window is gone the application quits, and
+        # QProcess's destructor would kill the server in the middle of its shutdown.
+        self.server.stop_and_wait()
         super().closeEvent(event)

@@ -3,7 +3,13 @@
 Widgets connect to its signals and call start/stop; they never touch the process. Output is
 read as bytes, assembled into whole UTF-8 lines, and emitted in batches so a fast log cannot
 flood the event loop. Stop asks politely (SIGTERM; the server shuts down cleanly), then kills
-after a grace period, without blocking the GUI thread.
+after a grace period, without blocking the GUI thread; `stop_and_wait` does the same but
+blocks, for closing the launcher.
+
+The server's stdin is a pipe that stays open for the launcher's whole life (the write channel
+is never closed), and `HEARTH_LAUNCHER_PIPE=1` tells the server to watch it: when the launcher
+dies in any way, the OS closes the pipe and the server shuts itself down
+(`server/parent_watch.py`), so no orphan keeps the port.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 from app.log_buffer import LineAssembler
 
 STOP_GRACE_MS = 5000
+KILL_WAIT_MS = 5000  # after SIGKILL; only an unkillable process takes longer
 
 
 class ServerProcess(QObject):
@@ -50,6 +57,8 @@ class ServerProcess(QObject):
         environment = QProcessEnvironment.systemEnvironment()
         environment.insert("PYTHONUNBUFFERED", "1")  # lines as they happen, not in blocks
         environment.insert("PYTHONIOENCODING", "utf-8")
+        # The default managed input channel keeps stdin's pipe open until this process dies.
+        environment.insert("HEARTH_LAUNCHER_PIPE", "1")
         process.setProcessEnvironment(environment)
         if working_dir is not None:
             process.setWorkingDirectory(str(working_dir))
@@ -74,6 +83,22 @@ class ServerProcess(QObject):
         self._process.terminate()
         process = self._process
         QTimer.singleShot(grace_ms, lambda: self._kill_if_running(process))
+
+    def stop_and_wait(self, grace_ms: int = STOP_GRACE_MS) -> None:
+        """Stop and block until the server has exited: terminate, wait up to `grace_ms`,
+        then kill. For closing the launcher, which must not quit with the server mid-shutdown
+        (QProcess's destructor would kill it)."""
+        process = self._process
+        if process is None or not self.running:
+            return
+        self._stop_requested = True
+        if sys.platform != "win32":  # no SIGTERM there
+            process.terminate()
+            if process.waitForFinished(grace_ms):
+                return
+        if process.state() != QProcess.ProcessState.NotRunning:
+            process.kill()
+            process.waitForFinished(KILL_WAIT_MS)
 
     def _kill_if_running(self, process: QProcess) -> None:
         if process is self._process and self.running:

@@ -82,7 +82,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
 
 
 def save_preferences(preferences: Preferences, path: Path | None = None) -> None:
-    """Write atomically."""
+    """Write atomically (temporary file, fsync, rename)."""
     path = path or preferences_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     # Only Hearth's own keys: a KoboldCpp file's extras stay in that file, and TOML has no
@@ -94,6 +94,9 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            # On disk before the rename, or a power cut could leave an empty file in its place.
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
-import uvicorn
 from pydantic import ValidationError
 
 from server.api.errors import describe_validation_error
@@ -15,13 +16,17 @@ from server.app import create_app
 from server.cli import CommandLine, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start, setup_console_logging
+from server.core.engine import EngineError
+from server.http_server import http_server
 from server.kcpps import SettingsFileError
 from server.model_file import ModelFileError, resolve_model_path
 from server.netcheck import port_in_use
+from server.parent_watch import stop_when_launcher_leaves
 
 logger = logging.getLogger("hearth")
 
 EXIT_USAGE = 2
+EXIT_MODEL_FAILED = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,7 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = command_line.model_or_config_given
         return run_launcher(settings if given else None)
     setup_console_logging()
+    stop_when_launcher_leaves(_request_shutdown)
     return serve(settings)
+
+
+def _request_shutdown() -> None:
+    """Stop as Stop in the launcher does: SIGTERM, which uvicorn turns into its graceful
+    shutdown. `raise_signal` rather than `os.kill`: on Windows the latter terminates at once."""
+    signal.raise_signal(signal.SIGTERM)
 
 
 def wants_launcher(command_line: CommandLine) -> bool:
@@ -71,27 +83,31 @@ def serve(settings: HearthSettings) -> int:
     except ModelFileError as exc:
         logger.error("hearth: %s", exc)
         return EXIT_USAGE
-    engine = LlamaCppEngine.load(model_path, settings)
     try:
-        app = create_app(settings, engine)
-        announce_start(settings, engine.model_name)
-        config = uvicorn.Config(
-            app,
-            host=settings.listen_host,
-            port=settings.port_param,
-            log_level="warning",
-            access_log=False,
-            # Open streams must not hold Ctrl-C hostage; the scheduler cancels them anyway.
-            timeout_graceful_shutdown=2,
-        )
-        # uvicorn re-raises the Ctrl-C it caught once it has shut down; that is a normal stop.
+        engine = LlamaCppEngine.load(model_path, settings)
+    except EngineError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_MODEL_FAILED
+    # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
+    # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
+    # default SIGTERM action would end the process before the model is closed. (While loading
+    # the default is right: there is nothing to close, and an exception raised inside
+    # llama.cpp's progress callback would be swallowed by ctypes.)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
         with contextlib.suppress(KeyboardInterrupt):
-            uvicorn.Server(config).run()
+            app = create_app(settings, engine)
+            announce_start(settings, engine.model_name, engine.chat_template.uses_model_template)
+            http_server(app, settings.listen_host, settings.port_param).run()
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()
     logger.info("Hearth stopped.")
     return 0
+
+
+def _interrupt(_signal: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -7,20 +7,28 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import __version__
 from server.api.anthropic.routes import router as anthropic_router
 from server.api.deps import ModelInfo
-from server.api.errors import APIError, api_error_handler
+from server.api.errors import (
+    APIError,
+    api_error_handler,
+    http_error_handler,
+    request_validation_handler,
+)
 from server.api.kobold.routes import router as kobold_router
 from server.api.ollama.routes import router as ollama_router
 from server.api.openai.routes import router as openai_router
+from server.api.openapi import document_request_models
 from server.api.pages import router as pages_router
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.engine import Engine
-from server.core.scheduler import Scheduler
+from server.core.scheduler import DEFAULT_MAX_PENDING_EVENTS, Scheduler
 
 DEFAULT_KEEPALIVE_SECONDS = 5.0
 
@@ -31,15 +39,22 @@ def create_app(
     *,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     request_log: RequestLog | None = None,
+    max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
     The engine is loaded (and later closed) by the caller, so model loading can show progress
     before the server starts listening and tests can pass a scripted engine instead.
-    `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment.
+    `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment;
+    `max_pending_events` how many unread events a stream may have before it is dropped.
     """
     log = request_log or RequestLog(quiet=settings.quiet)
-    scheduler = Scheduler(engine, multiuser=settings.multiuser, on_finished=log.finished)
+    scheduler = Scheduler(
+        engine,
+        multiuser=settings.multiuser,
+        on_finished=log.finished,
+        max_pending_events=max_pending_events,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -53,11 +68,19 @@ def create_app(
     app.state.settings = settings
     app.state.scheduler = scheduler
     app.state.model_info = ModelInfo(
-        engine.model_name, engine.context_size, engine, engine.chat_template
+        engine.model_name,
+        engine.context_size,
+        engine,
+        engine.chat_template,
+        engine,
+        engine.model_path,
     )
     app.state.keepalive_seconds = keepalive_seconds
+    app.state.max_request_bytes = settings.max_request_bytes
     app.state.request_numbers = itertools.count(1)
     app.add_exception_handler(APIError, api_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(RequestValidationError, request_validation_handler)
     # Browsers may call the API straight from a page (hosted APIs often refuse this).
     app.add_middleware(
         CORSMiddleware,
@@ -68,4 +91,5 @@ def create_app(
     )
     for router in (kobold_router, openai_router, anthropic_router, ollama_router, pages_router):
         app.include_router(router)
+    document_request_models(app)
     return app

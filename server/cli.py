@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--batchsize", type=int, help="prompt tokens per decode (default 512)")
     parser.add_argument("--password", help="require 'Authorization: Bearer PASSWORD'")
+    parser.add_argument(
+        "--maxrequestsize",
+        type=int,
+        metavar="MB",
+        help="refuse request bodies larger than this many MB with 413 (default 32)",
+    )
     parser.add_argument("--defaultgenamt", type=int, help="default tokens to generate (1536)")
     parser.add_argument(
         "--quiet", action="store_true", help="hide prompts and outputs in the console"
@@ -67,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--noshift", action="store_true", help="no ContextShift: recompute a trimmed chat"
     )
     parser.add_argument(
-        "--jinja", action="store_true", help="use the model's own chat template (default)"
+        "--jinja",
+        action="store_true",
+        help="KoboldCpp compatibility: the model's own chat template is always used if it has one",
     )
     parser.add_argument(
         "--jinjatools",

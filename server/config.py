@@ -42,6 +42,12 @@ class HearthSettings(BaseModel):
     )
     batchsize: int = Field(default=512, ge=-1, le=4096, description="Prompt tokens per decode.")
     password: str | None = Field(default=None, description="Bearer key for the text APIs.")
+    maxrequestsize: int = Field(
+        default=32,
+        ge=1,
+        le=1024,
+        description="Largest request body in MB; larger ones are refused with 413.",
+    )
     defaultgenamt: int = Field(
         default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
     )
@@ -89,6 +95,10 @@ class HearthSettings(BaseModel):
     def exposed_without_password(self) -> bool:
         """True when other machines could reach the server and nothing guards it."""
         return not _is_loopback(self.listen_host) and not self.password
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self.maxrequestsize * 1024 * 1024
 
     @property
     def thread_count(self) -> int:

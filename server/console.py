@@ -34,14 +34,26 @@ def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
     ]
 
 
-def announce_start(settings: HearthSettings, model_name: str) -> None:
+def announce_start(
+    settings: HearthSettings, model_name: str, model_has_template: bool = False
+) -> None:
     logger.info("Hearth is serving %s", model_name)
     for label, url in api_addresses(settings):
         logger.info("  %-16s %s", label + ":", url)
     if settings.parallelrequests > 1:
-        logger.warning(
-            "Note: --parallelrequests %d is not implemented yet; requests run one at a time.",
+        logger.info(
+            "Parallel requests: up to %d generated together (continuous batching); "
+            "requests with a grammar (tool calls, JSON formats) run alone.",
             settings.parallelrequests,
+        )
+    if model_has_template:
+        logger.info("Chat template: the model's own (Jinja), for every chat API.")
+    else:
+        # --jinja is implied whenever the model has a template; say why it cannot apply here.
+        logger.info(
+            "Chat template: this model has none in its GGUF%s; using Hearth's built-in "
+            "turn format for its architecture.",
+            ", so --jinja has nothing to use" if settings.jinja else "",
         )
     if settings.exposed_without_password:
         logger.warning(

@@ -32,8 +32,24 @@ def resolve_model_path(model_param: str | None) -> Path:
         path = Path(model_param).expanduser()
         if not path.is_file():
             raise ModelFileError(f"{path}: no such model file")
+        check_gguf_file(path)
         return path
     return bundled_model_path()
+
+
+def check_gguf_file(path: Path) -> None:
+    """Refuse, in one line naming the file, what llama.cpp's loader would die on: a file that
+    is not a GGUF, an unsupported version, a header or tensor data cut short. Reads only the
+    header (a fraction of a second, cached per process)."""
+    # Imported here: `hearth --help` and settings errors never pay for numpy (via gguf).
+    from server.gguf_metadata import GGUFFormatError, gguf_summary
+
+    try:
+        gguf_summary(path)
+    except GGUFFormatError as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def bundled_model_path() -> Path:

@@ -7,24 +7,36 @@ comments keep the connection visibly alive and every SSE parser ignores them.
 
 sse-starlette watches for the client's disconnect and cancels the iterator, which reaches the
 scheduler as `CancelledError` and frees the request's place at once.
+
+Two ways a stream ends that the client did not ask for:
+- `drop_when`: the scheduler sets this event when the client stopped reading (its unread
+  events hit the bound); the response is then cancelled mid-send and the connection closed.
+- server shutdown: the scheduler ends every job with a shutdown outcome, so each dialect sends
+  its own ending; sse-starlette is told to wait for that (`SHUTDOWN_GRACE_SECONDS`) instead of
+  cutting streams the moment the signal arrives.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 from fastapi import Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Receive, Scope, Send
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_BYTES = b": keep-alive\n\n"
 SSE_LINE_END = "\n"
 # sse-starlette's own periodic ping is not needed: keep-alives are sent only when silent.
 _NO_PERIODIC_PING = 24 * 3600
+# How long a stream may take to send its ending once shutdown began; shorter than the HTTP
+# server's own graceful-shutdown wait (server/http_server.py).
+SHUTDOWN_GRACE_SECONDS = 2.5
 
 T = TypeVar("T")
 
@@ -33,12 +45,15 @@ class ClientDisconnectedError(Exception):
     """The client left before a non-streamed answer was ready."""
 
 
-def ndjson_response(lines: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
+def ndjson_response(
+    lines: AsyncIterator[dict[str, Any]], drop_when: asyncio.Event | None = None
+) -> Response:
     """Ollama's framing: one compact JSON object per line. Heartbeats must be valid objects,
     so the dialect sends those itself."""
-    return StreamingResponse(
+    response = StreamingResponse(
         _encode_lines(lines), media_type="application/x-ndjson", headers=STREAM_HEADERS
     )
+    return DroppableResponse(response, drop_when) if drop_when is not None else response
 
 
 async def _encode_lines(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
@@ -49,13 +64,42 @@ async def _encode_lines(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[b
 SSEItem = ServerSentEvent | list[ServerSentEvent] | None
 
 
-def sse_response(events: AsyncIterator[SSEItem]) -> EventSourceResponse:
-    return EventSourceResponse(
+def sse_response(
+    events: AsyncIterator[SSEItem], drop_when: asyncio.Event | None = None
+) -> Response:
+    response = EventSourceResponse(
         _encoded(events),
         headers=STREAM_HEADERS,
         sep=SSE_LINE_END,
         ping=_NO_PERIODIC_PING,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
     )
+    return DroppableResponse(response, drop_when) if drop_when is not None else response
+
+
+class DroppableResponse(Response):
+    """A streaming response that is cancelled (connection closed) when `drop_when` is set.
+
+    A client that stops reading leaves the response blocked in `send` for as long as it likes;
+    cancelling is the only way out, and it runs the stream's cleanup (which cancels the job).
+    """
+
+    def __init__(self, inner: Response, drop_when: asyncio.Event) -> None:
+        super().__init__()
+        self._inner = inner
+        self._drop_when = drop_when
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streaming = asyncio.ensure_future(self._inner(scope, receive, send))
+        dropped = asyncio.ensure_future(self._drop_when.wait())
+        try:
+            await asyncio.wait({streaming, dropped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            dropped.cancel()
+            if not streaming.done():
+                streaming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await streaming
 
 
 async def _encoded(events: AsyncIterator[SSEItem]) -> AsyncIterator[bytes]:

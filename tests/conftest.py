@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +25,7 @@ import uvicorn
 from server.app import create_app
 from server.config import HearthSettings
 from server.core.engine import Engine
+from server.http_server import http_server
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 120.0
@@ -43,6 +45,16 @@ class RunningServer:
     process: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
     output_changed: threading.Condition = field(default_factory=threading.Condition)
+    # In-process servers (serve_engine): the uvicorn server and the thread running it.
+    http: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
+
+    def shut_down(self, timeout: float = 30.0) -> None:
+        """Stop an in-process server as a signal would, and wait until it has stopped."""
+        assert self.http is not None and self.thread is not None
+        self.http.should_exit = True
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the server did not stop"
 
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)  # type: ignore[arg-type]
@@ -146,20 +158,25 @@ def serve_engine() -> Iterator[Callable[..., RunningServer]]:
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def serve(
-        engine: Engine, settings: HearthSettings | None = None, keepalive_seconds: float = 5.0
+        engine: Engine,
+        settings: HearthSettings | None = None,
+        keepalive_seconds: float = 5.0,
+        **app_options: Any,
     ) -> RunningServer:
         port = free_port()
-        app = create_app(settings or HearthSettings(), engine, keepalive_seconds=keepalive_seconds)
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+        app = create_app(
+            settings or HearthSettings(),
+            engine,
+            keepalive_seconds=keepalive_seconds,
+            **app_options,
         )
-        server = uvicorn.Server(config)
+        server = http_server(app, "127.0.0.1", port)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         servers.append((server, thread))
         base_url = f"http://127.0.0.1:{port}"
         wait_until_ready(base_url)
-        return RunningServer(base_url)
+        return RunningServer(base_url, http=server, thread=thread)
 
     yield serve
     for server, thread in servers:

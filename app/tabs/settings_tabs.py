@@ -57,11 +57,9 @@ class QuickLaunchTab(SettingsForm):
         self.quiet = self.add_check(
             "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
         )
-        self.jinja = self.add_check(
-            "jinja",
-            "Use Jinja",
-            "Use the model's own chat template. Hearth does whenever the model has one.",
-        )
+        # No "Use Jinja" box: Hearth always uses the model's own chat template when the GGUF
+        # has one (KoboldCpp's --jinja is implied), and the console says when it has none.
+        # The `jinja` key of a .kcpps file is kept as it was.
 
     def _choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -77,7 +75,6 @@ class QuickLaunchTab(SettingsForm):
         self.gpu_layers.setValue(settings.gpulayers)
         self.launch_browser.setChecked(bool(settings.launch))
         self.quiet.setChecked(settings.quiet)
-        self.jinja.setChecked(settings.jinja)
 
     def read(self) -> dict[str, Any]:
         return {
@@ -87,7 +84,6 @@ class QuickLaunchTab(SettingsForm):
             "gpulayers": self.gpu_layers.value(),
             "launch": self.launch_browser.isChecked(),
             "quiet": self.quiet.isChecked(),
-            "jinja": self.jinja.isChecked(),
         }
 
 
@@ -179,23 +175,13 @@ class ContextTab(SettingsForm):
             "When a chat outgrows the context, trim its start and shift the cache instead of "
             "reading everything again. Parallel Requests turn it off.",
         )
-        self.jinja = self.add_check(
-            "jinja",
-            "Use Jinja",
-            "Use the model's own chat template. Hearth does whenever the model has one.",
-        )
         self.jinja_tools = self.add_check(
             "jinja_tools",
             "Jinja for Tools",
             "Tool calls in the model's own format, streamed live when Hearth knows it "
-            "(<tool_call> tags). Ticks Use Jinja.",
+            "(<tool_call> tags). The model's own chat template is always used when it has "
+            "one, so there is no separate Use Jinja box.",
         )
-        # As in KoboldCpp: tools through Jinja need Jinja.
-        self.jinja_tools.toggled.connect(self._jinja_tools_toggled)
-
-    def _jinja_tools_toggled(self, on: bool) -> None:
-        if on:
-            self.jinja.setChecked(True)
 
     def load(self, settings: HearthSettings) -> None:
         self.context_size.setValue(settings.contextsize)
@@ -203,7 +189,6 @@ class ContextTab(SettingsForm):
         self.batch_size.setValue(settings.batchsize if settings.batchsize >= 16 else 512)
         self.fast_forward.setChecked(not settings.nofastforward)
         self.context_shift.setChecked(not settings.noshift)
-        self.jinja.setChecked(settings.jinja)
         self.jinja_tools.setChecked(settings.jinja_tools)
 
     def read(self) -> dict[str, Any]:
@@ -213,6 +198,5 @@ class ContextTab(SettingsForm):
             "batchsize": self.batch_size.value(),
             "nofastforward": not self.fast_forward.isChecked(),
             "noshift": not self.context_shift.isChecked(),
-            "jinja": self.jinja.isChecked(),
             "jinja_tools": self.jinja_tools.isChecked(),
         }

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import Request
 
+from server.api.deps import ModelInfo
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error
 from server.core.chat import (
     TOOL_DECISION_QUESTION,
@@ -51,8 +52,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
-def submit(scheduler: Scheduler, generation: GenerationRequest) -> Job:
-    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect)."""
+def submit(
+    scheduler: Scheduler, model: ModelInfo, generation: GenerationRequest, dialect: Dialect
+) -> Job:
+    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect).
+
+    A JSON schema (response format, tool parameters) that cannot become a grammar is refused
+    here with a 400, before any byte of a stream: found later it could only be a failure."""
+    if generation.json_schema is not None:
+        try:
+            model.schemas.check_json_schema(generation.json_schema)
+        except ValueError as exc:
+            raise APIError(400, f"Unusable JSON schema: {exc}", dialect=dialect) from None
     try:
         return scheduler.submit(generation)
     except QueueFullError:
@@ -71,6 +82,8 @@ async def finished_text(
         text, outcome = await run_to_end(request, scheduler, job)
     except ClientDisconnectedError:
         return None
+    if outcome.server_stopping:
+        raise busy_error()  # as a full queue: the client may retry (on another server)
     if failed(outcome):
         raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
     return text, outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -14,7 +15,7 @@ from fastapi import Depends, Request
 from server.api.errors import Dialect, unauthorized_error
 from server.config import HearthSettings
 from server.core.chat import ChatTemplate
-from server.core.engine import Tokenizer
+from server.core.engine import SchemaChecker, Tokenizer
 from server.core.scheduler import Scheduler
 
 
@@ -26,6 +27,8 @@ class ModelInfo:
     context_size: int
     tokenizer: Tokenizer
     chat_template: ChatTemplate
+    schemas: SchemaChecker
+    path: Path | None = None  # the GGUF file (None for a scripted stand-in)
 
 
 def get_scheduler(request: Request) -> Scheduler:

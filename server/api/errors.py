@@ -1,21 +1,29 @@
 """Errors before the first byte: real HTTP status codes, in each dialect's own error shape.
 
 KoboldCpp answers `{"detail": {"msg": ..., "type": ...}}` for everything and sends malformed
-JSON back as a 500; Hearth uses honest codes (400 unparseable, 422 wrong field types, 401, 503)
-and the shape each client parses: OpenAI `{"error": {...}}`, Anthropic
+JSON and oversized bodies back as a 500; Hearth uses honest codes (400 unparseable or invalid,
+413 too large, 401, 404, 503; KoboldAI keeps 422 for wrong field types, as KoboldCpp's FastAPI
+heritage has it) and the shape each client parses: OpenAI `{"error": {...}}`, Anthropic
 `{"type": "error", "error": {...}}`, Ollama `{"error": "..."}`. The queue-full 503 keeps
 KoboldCpp's exact body in every dialect, as KoboldCpp documents it.
+
+Bodies are read here, never by FastAPI: bounded in size while they arrive, bounded in nesting
+depth, and with lone UTF-16 surrogates (valid JSON escapes, invalid text) replaced by U+FFFD so
+that no later `encode()` can fail on them.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Any, TypeVar
 
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 
 BUSY_MESSAGE = "Server is busy; please try again later."
 UNAUTHORIZED_MESSAGE = "Authentication key is missing or invalid."
@@ -34,6 +42,7 @@ class ErrorKind(enum.Enum):
     BAD_INPUT = "bad_input"
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not_found"
+    TOO_LARGE = "request_too_large"
     SERVER = "server_error"
 
 
@@ -41,14 +50,37 @@ _OPENAI_TYPES = {
     ErrorKind.BAD_INPUT: "invalid_request_error",
     ErrorKind.UNAUTHORIZED: "invalid_request_error",
     ErrorKind.NOT_FOUND: "invalid_request_error",
+    ErrorKind.TOO_LARGE: "invalid_request_error",
     ErrorKind.SERVER: "server_error",
 }
 _ANTHROPIC_TYPES = {
     ErrorKind.BAD_INPUT: "invalid_request_error",
     ErrorKind.UNAUTHORIZED: "authentication_error",
     ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.TOO_LARGE: "request_too_large",
     ErrorKind.SERVER: "api_error",
 }
+# Deeper JSON than any real request (tool schemas included) is refused before validation:
+# recursive code further on (schema to grammar, templates) must never meet it.
+MAX_JSON_DEPTH = 64
+# JSON escapes of UTF-16 surrogates; only a lone one survives decoding as an invalid character.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def dialect_for_path(path: str) -> Dialect:
+    """Which API a path belongs to, for errors raised before a route runs (size, 404, 405)."""
+    if path.startswith("/v1/messages"):
+        return Dialect.ANTHROPIC
+    if path.startswith("/v1/"):
+        return Dialect.OPENAI
+    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/")):
+        return Dialect.OLLAMA
+    return Dialect.KOBOLD
+
+
+def validation_status(dialect: Dialect) -> int:
+    """OpenAI, Anthropic and Ollama answer an invalid request with 400; KoboldCpp with 422."""
+    return 422 if dialect is Dialect.KOBOLD else 400
 
 
 def error_body(dialect: Dialect, message: str, kind: ErrorKind) -> dict[str, Any]:
@@ -95,6 +127,32 @@ def unauthorized_error(dialect: Dialect) -> APIError:
     return APIError(401, UNAUTHORIZED_MESSAGE, ErrorKind.UNAUTHORIZED, dialect)
 
 
+class BodyTooLargeError(Exception):
+    """A request body over `--maxrequestsize`."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refused as soon as it is known to exceed `limit` bytes: at once by its
+    Content-Length, or while a chunked body arrives, so an oversized one is never held whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLargeError
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def too_large_error(dialect: Dialect, limit: int) -> APIError:
+    megabytes = limit / (1024 * 1024)
+    message = f"Request body is too large: the limit is {megabytes:g} MB (--maxrequestsize)."
+    return APIError(413, message, ErrorKind.TOO_LARGE, dialect)
+
+
 async def parse_json_body(
     request: Request,
     model: type[ModelT],
@@ -102,25 +160,66 @@ async def parse_json_body(
     *,
     optional: bool = False,
 ) -> ModelT:
-    """Read and validate a request body, raising a clear 400/422 instead of a 500.
+    """Read and validate a request body, raising a clear 4xx instead of a 500.
 
     `optional` lets an empty body stand for `{}` (e.g. a bare POST to /check or /abort).
     """
-    raw = await request.body()
+    limit: int = request.app.state.max_request_bytes
+    try:
+        raw = await read_body(request, limit)
+    except BodyTooLargeError:
+        raise too_large_error(dialect, limit) from None
     if not raw.strip():
         if optional:
             return model.model_validate({})
         raise APIError(400, "Request body is empty; expected a JSON object.", dialect=dialect)
+    too_deep = f"Request body is nested too deeply (more than {MAX_JSON_DEPTH} levels)."
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise APIError(400, f"Request body is not valid JSON: {exc}", dialect=dialect) from None
+    except RecursionError:  # deeper than the decoder itself goes
+        raise APIError(400, too_deep, dialect=dialect) from None
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise APIError(400, too_deep, dialect=dialect)
     if not isinstance(data, dict):
         raise APIError(400, "Request body must be a JSON object.", dialect=dialect)
+    if _SURROGATE_ESCAPE.search(raw):
+        data = replace_lone_surrogates(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise APIError(422, describe_validation_error(exc), dialect=dialect) from None
+        status = validation_status(dialect)
+        raise APIError(status, describe_validation_error(exc), dialect=dialect) from None
+
+
+def json_depth(value: Any) -> int:
+    """How deeply containers nest in decoded JSON (a scalar is 0), without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        pending.extend((child, depth) for child in item)
+    return deepest
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """A copy of decoded JSON whose strings (keys too) have lone surrogates as U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [replace_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {replace_lone_surrogates(k): replace_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -133,3 +232,23 @@ def describe_validation_error(exc: ValidationError) -> str:
 async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, APIError)
     return JSONResponse(exc.body, status_code=exc.status)
+
+
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own errors (unknown path 404, wrong method 405) in the path's dialect."""
+    assert isinstance(exc, HTTPException)
+    kind = ErrorKind.NOT_FOUND if exc.status_code == 404 else ErrorKind.BAD_INPUT
+    dialect = dialect_for_path(request.url.path)
+    body = error_body(dialect, str(exc.detail), kind)
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+async def request_validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's validation of query and path parameters, in the path's dialect."""
+    assert isinstance(exc, RequestValidationError)
+    dialect = dialect_for_path(request.url.path)
+    message = "; ".join(
+        f"{'.'.join(str(part) for part in err['loc'])}: {err['msg']}" for err in exc.errors()
+    )
+    body = error_body(dialect, message, ErrorKind.BAD_INPUT)
+    return JSONResponse(body, status_code=validation_status(dialect))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
 from server.core.types import EngineEvent, GenerationRequest
@@ -21,8 +22,21 @@ class Tokenizer(Protocol):
 
     def detokenize(self, ids: list[int], special: bool = True) -> str: ...
 
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        """How many prompt tokens generating `request` will process (after fitting it into
+        the context), known before it runs: what Anthropic's `message_start` reports."""
+        ...
 
-class Engine(Tokenizer, Protocol):
+
+class SchemaChecker(Protocol):
+    """Whether a JSON schema can constrain generation; safe to call from any thread."""
+
+    def check_json_schema(self, schema: dict[str, Any]) -> None:
+        """Raise `ValueError` saying why when `schema` cannot be turned into a grammar."""
+        ...
+
+
+class Engine(Tokenizer, SchemaChecker, Protocol):
     """A loaded model that turns one request into a stream of events.
 
     `generate` runs on the scheduler's worker thread. It must yield `TokenEvent`s as text becomes
@@ -35,6 +49,11 @@ class Engine(Tokenizer, Protocol):
 
     @property
     def context_size(self) -> int: ...
+
+    @property
+    def model_path(self) -> Path | None:
+        """The GGUF file the model was loaded from (None for a stand-in)."""
+        ...
 
     @property
     def chat_template(self) -> ChatTemplate:

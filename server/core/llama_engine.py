@@ -55,6 +55,9 @@ _SHIFT_MIN_TOKENS = 32
 # leave less is cut down to fit.
 _MIN_PROMPT_SHARE = 0.2
 _DEFAULT_BATCH = 512
+# An upper bound on the characters of one token (vocabularies' longest pieces are runs of
+# spaces or symbols well below this).
+_MAX_TOKEN_CHARS = 128
 
 
 def model_display_name(path: Path) -> str:
@@ -76,6 +79,7 @@ class LlamaCppEngine:
         self._add_bos = bool(llama.llama_vocab_get_add_bos(self._vocab))
         self._reuse_prefix = not settings.nofastforward
         self._name = model_display_name(path)
+        self._path = path
         self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
         self._end_tokens = [
             t for t in range(self._n_vocab) if llama.llama_vocab_is_eog(self._vocab, t)
@@ -170,6 +174,10 @@ class LlamaCppEngine:
         return self._n_ctx
 
     @property
+    def model_path(self) -> Path | None:
+        return self._path
+
+    @property
     def chat_template(self) -> ChatTemplate:
         return self._chat_template
 
@@ -180,8 +188,25 @@ class LlamaCppEngine:
         bad = [i for i in ids if not 0 <= i < self._n_vocab]
         if bad:
             raise ValueError(f"token ids out of range 0..{self._n_vocab - 1}: {bad[:5]}")
-        pieces = b"".join(self._token_bytes(i, special) for i in ids)
+        # Called from the event loop while the worker thread generates: its own buffer, never
+        # the generation's (`self._piece`).
+        buffer = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
+        pieces = b"".join(self._token_bytes(i, special, buffer) for i in ids)
         return pieces.decode("utf-8", errors="replace")
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        return len(self._fit_to_context(request)[1])
+
+    def check_json_schema(self, schema: dict[str, Any]) -> None:
+        try:
+            grammar = _schema_grammar(schema)
+        except EngineError as exc:
+            raise ValueError(str(exc)) from None
+        assert grammar is not None
+        sampler = llama.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
+        if not sampler:
+            raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
+        llama.llama_sampler_free(sampler)
 
     @property
     def parallel_slots(self) -> int:
@@ -335,15 +360,17 @@ class LlamaCppEngine:
             )
         return list(buffer[:count])
 
-    def _token_bytes(self, token: int, special: bool) -> bytes:
+    def _token_bytes(self, token: int, special: bool, buffer: Any = None) -> bytes:
+        """A token's bytes, read through `buffer` (default: the generation thread's own)."""
+        piece = self._piece if buffer is None else buffer
         length = llama.llama_token_to_piece(
-            self._vocab, token, self._piece, _PIECE_BUFFER_BYTES, 0, special
+            self._vocab, token, piece, _PIECE_BUFFER_BYTES, 0, special
         )
         if length < 0:  # piece longer than the buffer (never seen in practice)
             bigger = ctypes.create_string_buffer(-length)
             length = llama.llama_token_to_piece(self._vocab, token, bigger, -length, 0, special)
             return bigger.raw[:length]
-        return self._piece.raw[:length]
+        return piece.raw[:length]
 
     def _fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
         """Clamp max_tokens and trim the prompt's front so both fit; `memory` stays whole."""
@@ -355,7 +382,11 @@ class LlamaCppEngine:
         # BOS belongs to the kept head with `memory`: trimming must never cut it off.
         head = [int(llama.llama_vocab_bos(self._vocab))] if self._add_bos else []
         head += self._tokenize(request.memory, add_bos=False, parse_special=True)
-        prompt = self._tokenize(request.prompt, add_bos=False, parse_special=True)
+        # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
+        # would cost seconds and memory for nothing. No token is longer than
+        # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
+        text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
+        prompt = self._tokenize(text, add_bos=False, parse_special=True)
         room = max(limit - max_tokens - len(head), 1)
         if len(prompt) > room:
             prompt = prompt[len(prompt) - room :]

@@ -14,7 +14,10 @@ Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
 - waiters are served first come, first served (KoboldCpp's lock gives no order);
 - an aborted or abandoned waiter leaves the queue immediately instead of at its turn;
 - several pending aborts can exist (KoboldCpp keeps a single `pendingabortkey`);
-- abort, /check, disconnects and perf see batched requests too (KoboldCpp's do not).
+- abort, /check, disconnects and perf see batched requests too (KoboldCpp's do not);
+- a client that stops reading its stream cannot hold a slot: once `max_pending` of its events
+  are unread, its generation is aborted and its stream dropped (`Job.abandoned`);
+- at shutdown every open request gets an ending (`shut_down`), not a cut connection.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MULTIUSER = 10
 _REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
+# Unread events a stream may have before its client counts as gone. The socket's own buffers
+# (hundreds of KB) fill first, so a client this far behind has stopped reading.
+DEFAULT_MAX_PENDING_EVENTS = 4096
+SHUTDOWN_MESSAGE = "Hearth is shutting down; the request was not finished."
 
 
 def waiting_places(multiuser: int, parallel: int = 1) -> int:
@@ -86,6 +93,10 @@ class Job:
     wake_lock: threading.Lock = field(default_factory=threading.Lock)
     wake_pending: bool = False
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # Set on the event loop when the client stopped reading: its response must be dropped.
+    abandoned: asyncio.Event = field(default_factory=asyncio.Event)
+    max_pending: int = DEFAULT_MAX_PENDING_EVENTS
+    stopped_by_shutdown: bool = False
     state: JobState = JobState.QUEUED
     text_parts: list[str] = field(default_factory=list)
     outcome: GenerationOutcome | None = None
@@ -131,8 +142,10 @@ class Scheduler:
         engine: Engine,
         multiuser: int = DEFAULT_MULTIUSER,
         on_finished: FinishedCallback | None = None,
+        max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
     ) -> None:
         self._engine = engine
+        self._max_pending = max_pending_events
         self._slots = engine.parallel_slots if isinstance(engine, BatchEngine) else 1
         self._max_waiting = waiting_places(multiuser, self._slots)
         self._on_finished = on_finished
@@ -143,6 +156,7 @@ class Scheduler:
         self._finished_by_genkey: OrderedDict[str, Job] = OrderedDict()
         self._perf = PerfCounters()
         self._stopping = False
+        self._closing = False  # shut_down() was called: admit nothing more
         self._worker: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -155,6 +169,30 @@ class Scheduler:
         work = self._work_batched if self._slots > 1 else self._work
         self._worker = threading.Thread(target=work, name="hearth-generation", daemon=True)
         self._worker.start()
+
+    def shut_down(self) -> None:
+        """End every open request with a shutdown outcome and admit no more (503).
+
+        Call from the event loop before the HTTP server closes its connections: waiting
+        requests end at once, running ones within a token, so each stream can send its
+        dialect's ending instead of being cut off. `idle()` says when all are done.
+        """
+        with self._lock:
+            self._closing = True
+            running = list(self._running)
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for job in running:
+            job.stopped_by_shutdown = True
+            job.cancelled.set()
+        for job in waiting:
+            job.stopped_by_shutdown = True
+            job.cancelled.set()
+            self._finish_without_running(job)
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._running and not self._waiting
 
     def stop(self) -> None:
         """Cancel everything, stop the worker and wait for it (the engine is then idle)."""
@@ -174,8 +212,10 @@ class Scheduler:
 
     def submit(self, request: GenerationRequest) -> Job:
         """Admit a request or raise `QueueFullError`. Call from the event loop's thread."""
-        job = Job(request=request, loop=asyncio.get_running_loop())
+        job = Job(request=request, loop=asyncio.get_running_loop(), max_pending=self._max_pending)
         with self._lock:
+            if self._closing:
+                raise QueueFullError
             self._perf.last_request_at = time.monotonic()
             # Count in-flight requests, not the line alone: a job the worker has not picked up
             # yet is about to run, not waiting behind the running ones.
@@ -371,6 +411,7 @@ class Scheduler:
                     self._deliver(job, event)
 
     def _finish(self, job: Job, outcome: GenerationOutcome) -> None:
+        outcome = _as_shutdown(job, outcome)
         with self._lock:
             self._running.remove(job)
             self._record_finished(job, outcome)
@@ -391,7 +432,7 @@ class Scheduler:
         return GenerationOutcome(FinishReason.ERROR, error="engine ended without an outcome")
 
     def _finish_without_running(self, job: Job) -> None:
-        outcome = GenerationOutcome(FinishReason.CANCELLED)
+        outcome = _as_shutdown(job, GenerationOutcome(FinishReason.CANCELLED))
         with self._lock:
             self._record_finished(job, outcome)
         self._deliver(job, outcome)
@@ -421,6 +462,19 @@ class Scheduler:
 
     @staticmethod
     def _deliver(job: Job, event: EngineEvent) -> None:
+        if isinstance(event, TokenEvent) and len(job.inbox) >= job.max_pending:
+            # The client stopped reading: stop generating for it and drop its stream, so it
+            # can neither hold a slot nor grow this buffer without bound.
+            if not job.cancelled.is_set():
+                job.cancelled.set()
+                logger.warning(
+                    "[%s] dropped: the client stopped reading (%d events unread)",
+                    job.request.request_id,
+                    len(job.inbox),
+                )
+                with contextlib.suppress(RuntimeError):
+                    job.loop.call_soon_threadsafe(job.abandoned.set)
+            return
         job.inbox.append(event)
         with job.wake_lock:
             if job.wake_pending:
@@ -443,6 +497,16 @@ def _wake(job: Job) -> None:
     with job.wake_lock:
         job.wake_pending = False
     job.arrived.set()
+
+
+def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:
+    """A job cut short by `shut_down` ends as a failure that says so, whatever the engine
+    reported (it only saw a cancellation)."""
+    if not job.stopped_by_shutdown or outcome.finish_reason is not FinishReason.CANCELLED:
+        return outcome
+    return replace(
+        outcome, finish_reason=FinishReason.ERROR, error=SHUTDOWN_MESSAGE, server_stopping=True
+    )
 
 
 def _seeded(request: GenerationRequest) -> GenerationRequest:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
@@ -55,6 +57,10 @@ class ScriptedEngine:
         return self._context_size
 
     @property
+    def model_path(self) -> Path | None:
+        return None
+
+    @property
     def chat_template(self) -> ChatTemplate:
         return self._chat_template
 
@@ -65,6 +71,13 @@ class ScriptedEngine:
         if any(not 0 <= i < 256 for i in ids):
             raise ValueError("token ids out of range 0..255")
         return bytes(ids).decode("utf-8", errors="replace")
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        return len(self.tokenize(request.memory + request.prompt))
+
+    def check_json_schema(self, schema: dict[str, Any]) -> None:
+        if not isinstance(schema, dict):
+            raise ValueError("a JSON schema must be an object")
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
@@ -98,7 +111,7 @@ class ScriptedEngine:
             yield TokenEvent(rest)
         yield GenerationOutcome(
             finish,
-            prompt_tokens=len(self.tokenize(request.memory + request.prompt)),
+            prompt_tokens=self.count_prompt_tokens(request),
             completion_tokens=generated,
             generation_seconds=time.perf_counter() - started,
             time_to_first_token=None if first_text_at is None else first_text_at - started,

@@ -80,6 +80,8 @@ class GenerationOutcome:
     error: str | None = None
     reused_prompt_tokens: int = 0  # prompt tokens served from the KV cache
     constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
+    # Ended because the server is shutting down (finish_reason ERROR, `error` says so).
+    server_stopping: bool = False
 
 
 EngineEvent = TokenEvent | GenerationOutcome

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PySide6.QtWidgets import QCheckBox
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
@@ -107,9 +108,17 @@ def test_invalid_value_is_shown_beside_its_field(window: MainWindow) -> None:
     assert not window.launch()
 
 
-def test_jinja_for_tools_ticks_use_jinja(window: MainWindow) -> None:
-    window.context.jinja_tools.setChecked(True)
-    assert window.context.jinja.isChecked() and window.quick.jinja.isChecked()
+def test_use_jinja_is_implied_not_a_box_and_its_key_is_kept(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    """Hearth always uses the model's own template: no box pretends to switch it, and a
+    KoboldCpp file's `jinja` key survives a load and save."""
+    labels = [box.text() for form in window._forms() for box in form.findChildren(QCheckBox)]
+    assert "Use Jinja" not in labels and "Jinja for Tools" in labels
+    for value in (True, False):
+        assert window.load_file(write_kcpps(tmp_path, f"j{value}.kcpps", jinja=value))
+        saved = window.save_file(tmp_path / f"saved{value}")
+        assert saved is not None and json.loads(saved.read_text())["jinja"] is value
 
 
 def test_presets_menu_loads_the_shipped_presets(window: MainWindow) -> None:

@@ -33,6 +33,12 @@ def generate(server: RunningServer, body: dict[str, Any]) -> tuple[float, dict[s
     return time.monotonic() - started, response.json()["results"][0]
 
 
+def test_console_tells_the_truth_about_batching(batched: RunningServer) -> None:
+    line = batched.wait_for_output("Parallel requests:")
+    assert "up to 4 generated together" in line
+    assert not any("not implemented" in printed for printed in batched.output)
+
+
 def test_four_at_once_are_generated_together(batched: RunningServer) -> None:
     bodies = [
         {"prompt": f"Tale {i}:", "max_length": 60, "ban_eos_token": True, "sampler_seed": i}

@@ -19,6 +19,7 @@ from server.api.anthropic import adapter
 from server.api.anthropic.schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.api.openapi import json_body
 from server.core.chat import ChatTemplateError
 from server.core.scheduler import Job, Scheduler
 from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
@@ -34,16 +35,23 @@ def _sse(named: tuple[str, str]) -> ServerSentEvent:
     return ServerSentEvent(data, event=name)
 
 
-@router.post("/v1/messages", dependencies=[RequireKey])
+@router.post(
+    "/v1/messages", dependencies=[RequireKey], openapi_extra=json_body(AnthropicMessagesRequest)
+)
 async def messages(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> Response:
     body = await parse_json_body(request, AnthropicMessagesRequest, Dialect.ANTHROPIC)
     message_id = common.new_id("msg_")
     plan = adapter.messages_plan(body, model.chat_template, message_id, settings.jinja_tools)
-    job = common.submit(scheduler, plan.generation)
+    job = common.submit(scheduler, model, plan.generation, Dialect.ANTHROPIC)
     if body.stream:
-        return sse_response(_message_events(request, scheduler, job, plan, model.name))
+        # As the real API: message_start already carries the prompt's size.
+        input_tokens = model.tokenizer.count_prompt_tokens(plan.generation)
+        return sse_response(
+            _message_events(request, scheduler, job, plan, model.name, input_tokens),
+            drop_when=job.abandoned,
+        )
     finished = await common.finished_text(request, scheduler, job, Dialect.ANTHROPIC)
     if finished is None:
         return Response(status_code=common.CLIENT_GONE_STATUS)
@@ -52,7 +60,11 @@ async def messages(
     return JSONResponse(adapter.message_object(message_id, model.name, plan, answer))
 
 
-@router.post("/v1/messages/count_tokens", dependencies=[RequireKey])
+@router.post(
+    "/v1/messages/count_tokens",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(AnthropicCountTokensRequest),
+)
 async def count_tokens(request: Request, model: ModelInfoDep) -> dict[str, Any]:
     body = await parse_json_body(request, AnthropicCountTokensRequest, Dialect.ANTHROPIC)
     try:
@@ -65,12 +77,16 @@ async def count_tokens(request: Request, model: ModelInfoDep) -> dict[str, Any]:
 
 
 async def _message_events(
-    request: Request, scheduler: Scheduler, job: Job, plan: common.ChatPlan, model: str
+    request: Request,
+    scheduler: Scheduler,
+    job: Job,
+    plan: common.ChatPlan,
+    model: str,
+    input_tokens: int,
 ) -> AsyncIterator[ServerSentEvent | None]:
     message_id = job.request.request_id
     keepalive = request.app.state.keepalive_seconds
-    # input_tokens is only known once the prompt is read; 0 here, the real count at the end.
-    yield _sse(adapter.message_start(message_id, model, 0))
+    yield _sse(adapter.message_start(message_id, model, input_tokens))
     blocks = 0  # content blocks opened so far; the open one is blocks - 1
     text_open = False
     async for item in common.chat_events(scheduler, job, plan, keepalive):
@@ -117,7 +133,9 @@ async def _message_events(
         else:
             answer = item.answer
             if common.failed(answer.outcome):
+                # The SDK raises on `error`; other clients still see the message end.
                 yield _error(answer.outcome)
+                yield _sse(adapter.event("message_stop"))
                 return
             if blocks == 0:  # an empty reply still has its (empty) text block
                 yield _start_text(0)

@@ -9,9 +9,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.api.limits import OptionalTopK, TokenCount
+
 
 class AnthropicBase(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class AnthropicBlock(AnthropicBase):
@@ -46,14 +48,14 @@ class AnthropicMessagesRequest(AnthropicBase):
     """POST /v1/messages."""
 
     model: str | None = None
-    max_tokens: int = Field(ge=1)
+    max_tokens: TokenCount
     messages: list[AnthropicMessage] = Field(min_length=1)
     system: str | list[AnthropicBlock] | None = None
     stop_sequences: list[str] | None = None
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: OptionalTopK = None
     tools: list[AnthropicTool] | None = None
     tool_choice: AnthropicToolChoice | None = None
 

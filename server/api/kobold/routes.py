@@ -17,7 +17,14 @@ from sse_starlette import ServerSentEvent
 
 from server import __version__
 from server.api import common
-from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_valid_key, key_required
+from server.api.deps import (
+    ModelInfo,
+    ModelInfoDep,
+    SchedulerDep,
+    SettingsDep,
+    has_valid_key,
+    key_required,
+)
 from server.api.errors import APIError, Dialect, parse_json_body
 from server.api.kobold import adapter
 from server.api.kobold.schemas import (
@@ -26,6 +33,7 @@ from server.api.kobold.schemas import (
     KoboldGenkeyRequest,
     KoboldTokenCountRequest,
 )
+from server.api.openapi import json_body
 from server.core.scheduler import Job, Scheduler
 from server.core.types import FinishReason, TokenEvent
 from server.streaming import SSEItem, sse_response
@@ -42,16 +50,22 @@ def _new_request_id(request: Request) -> str:
     return f"kai-{number}"
 
 
-async def _admit(request: Request, scheduler: Scheduler, settings_default: int) -> Job:
+async def _admit(
+    request: Request, scheduler: Scheduler, model: ModelInfo, settings_default: int
+) -> Job:
     """Validate the body and take a queue place, all before the first response byte."""
     body = await parse_json_body(request, KoboldGenerateRequest)
     generation = adapter.to_generation_request(body, _new_request_id(request), settings_default)
-    return common.submit(scheduler, generation)
+    return common.submit(scheduler, model, generation, Dialect.KOBOLD)
 
 
-@router.post("/api/v1/generate", dependencies=[RequireKey])
-async def generate(request: Request, scheduler: SchedulerDep, settings: SettingsDep) -> Response:
-    job = await _admit(request, scheduler, settings.defaultgenamt)
+@router.post(
+    "/api/v1/generate", dependencies=[RequireKey], openapi_extra=json_body(KoboldGenerateRequest)
+)
+async def generate(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Response:
+    job = await _admit(request, scheduler, model, settings.defaultgenamt)
     finished = await common.finished_text(request, scheduler, job, Dialect.KOBOLD)
     if finished is None:
         return Response(status_code=common.CLIENT_GONE_STATUS)
@@ -59,13 +73,17 @@ async def generate(request: Request, scheduler: SchedulerDep, settings: Settings
     return JSONResponse(adapter.generate_response(text, outcome))
 
 
-@router.post("/api/extra/generate/stream", dependencies=[RequireKey])
+@router.post(
+    "/api/extra/generate/stream",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldGenerateRequest),
+)
 async def generate_stream(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> Response:
-    job = await _admit(request, scheduler, settings.defaultgenamt)
+    job = await _admit(request, scheduler, model, settings.defaultgenamt)
     keepalive = request.app.state.keepalive_seconds
-    return sse_response(_kobold_events(scheduler, job, keepalive))
+    return sse_response(_kobold_events(scheduler, job, keepalive), drop_when=job.abandoned)
 
 
 async def _kobold_events(
@@ -97,13 +115,21 @@ async def check_get(scheduler: SchedulerDep) -> dict[str, Any]:
     return {"results": [{"text": scheduler.text_for("")}]}
 
 
-@router.post("/api/extra/generate/check", dependencies=[RequireKey])
+@router.post(
+    "/api/extra/generate/check",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
+)
 async def check_post(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
     body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
     return {"results": [{"text": scheduler.text_for(body.genkey)}]}
 
 
-@router.post("/api/extra/abort", dependencies=[RequireKey])
+@router.post(
+    "/api/extra/abort",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
+)
 async def abort(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
     body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
     result = scheduler.abort(body.genkey)
@@ -174,7 +200,7 @@ async def api_version() -> dict[str, str]:
 
 
 @router.get("/api/extra/version")
-async def extra_version(settings: SettingsDep) -> dict[str, Any]:
+async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> dict[str, Any]:
     return {
         "result": "KoboldCpp",
         "version": KOBOLDCPP_COMPAT_VERSION,
@@ -195,7 +221,9 @@ async def extra_version(settings: SettingsDep) -> dict[str, Any]:
         "admin": 0,
         "router": False,
         "guidance": False,
-        "jinja": False,
+        # Hearth renders chats with the model's own template whenever it has one (--jinja is
+        # implied), so this says whether the loaded model has one.
+        "jinja": model.chat_template.uses_model_template,
         "mcp": False,
     }
 
@@ -217,15 +245,27 @@ async def max_length(settings: SettingsDep) -> dict[str, int]:
     return {"value": settings.defaultgenamt}
 
 
-@router.post("/api/extra/tokencount", dependencies=[RequireKey])
-@router.post("/api/extra/tokenize", dependencies=[RequireKey])
+@router.post(
+    "/api/extra/tokencount",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldTokenCountRequest),
+)
+@router.post(
+    "/api/extra/tokenize",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldTokenCountRequest),
+)
 async def tokencount(request: Request, model: ModelInfoDep) -> dict[str, Any]:
     body = await parse_json_body(request, KoboldTokenCountRequest)
     ids = model.tokenizer.tokenize(body.prompt, special=body.special)
     return {"value": len(ids), "ids": ids}
 
 
-@router.post("/api/extra/detokenize", dependencies=[RequireKey])
+@router.post(
+    "/api/extra/detokenize",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldDetokenizeRequest),
+)
 async def detokenize(request: Request, model: ModelInfoDep) -> dict[str, Any]:
     body = await parse_json_body(request, KoboldDetokenizeRequest)
     try:

@@ -1,12 +1,14 @@
 """KoboldAI API wire shapes, as KoboldCpp documents them (koboldcpp-behaviour.md §1c).
 
 Unknown fields are accepted and ignored, as KoboldCpp does (clients send many samplers Hearth
-does not implement); fields of the wrong type are a 422.
+does not implement); fields of the wrong type or out of range are a 422.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from server.api.limits import C_INT_MAX
 
 MAX_STOP_SEQUENCES = 256
 
@@ -14,18 +16,18 @@ MAX_STOP_SEQUENCES = 256
 class KoboldGenerateRequest(BaseModel):
     """POST /api/v1/generate and /api/extra/generate/stream."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     prompt: str = ""
     memory: str = ""
-    max_context_length: int | None = Field(default=None, ge=1)
-    max_length: int | None = Field(default=None, ge=1)
+    max_context_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
+    max_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
     temperature: float = Field(default=0.7, ge=0.0)
-    top_k: int = Field(default=100, ge=0)
+    top_k: int = Field(default=100, ge=0, le=C_INT_MAX)
     top_p: float = Field(default=0.9, ge=0.0, le=1.0)
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
     rep_pen: float = Field(default=1.0, ge=0.0)
-    rep_pen_range: int = Field(default=320, ge=0)
+    rep_pen_range: int = Field(default=320, ge=0, le=C_INT_MAX)
     presence_penalty: float = 0.0
     sampler_seed: int = -1
     stop_sequence: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)

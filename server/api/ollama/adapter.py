@@ -110,6 +110,10 @@ def chat_plan(
 
 
 def done_reason(outcome: GenerationOutcome) -> str:
+    if outcome.server_stopping:
+        return "unload"  # Ollama's word for a model going away under a request
+    if outcome.finish_reason is FinishReason.ERROR:
+        return "error"
     return "length" if outcome.finish_reason is FinishReason.LENGTH else "stop"
 
 

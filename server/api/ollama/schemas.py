@@ -6,20 +6,23 @@ ignored.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.api.limits import C_INT_MAX, OptionalTopK
+
 
 class OllamaBase(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class OllamaOptions(OllamaBase):
-    num_predict: int | None = None  # -1 or absent: the server's default amount
+    # -1 or absent: the server's default amount
+    num_predict: int | None = Field(default=None, ge=-(C_INT_MAX + 1), le=C_INT_MAX)
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: OptionalTopK = None
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     seed: int | None = None
     stop: list[str] | None = None
@@ -37,7 +40,7 @@ class OllamaToolCall(OllamaBase):
 
 
 class OllamaMessage(OllamaBase):
-    role: str
+    role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: list[OllamaToolCall] | None = None
     tool_name: str | None = None
@@ -70,7 +73,7 @@ class OllamaChatRequest(OllamaBase):
     """POST /api/chat."""
 
     model: str
-    messages: list[OllamaMessage] = Field(default_factory=list)
+    messages: list[OllamaMessage] = Field(min_length=1)
     tools: list[OllamaTool] | None = None
     stream: bool = True
     format: str | dict[str, Any] | None = None

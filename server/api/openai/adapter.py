@@ -138,10 +138,10 @@ def tool_choice(raw: str | dict[str, Any] | None, dialect: Dialect) -> ToolChoic
         try:
             return ToolChoice(ToolChoiceMode(raw))
         except ValueError:
-            raise APIError(422, f"tool_choice: unknown value {raw!r}", dialect=dialect) from None
+            raise APIError(400, f"tool_choice: unknown value {raw!r}", dialect=dialect) from None
     name = raw.get("name") or (raw.get("function") or {}).get("name")
     if not isinstance(name, str):
-        raise APIError(422, "tool_choice: a named choice needs a function name", dialect=dialect)
+        raise APIError(400, "tool_choice: a named choice needs a function name", dialect=dialect)
     return ToolChoice(ToolChoiceMode.REQUIRED, name)
 
 

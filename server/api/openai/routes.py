@@ -22,6 +22,7 @@ from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_require
 from server.api.errors import Dialect, ErrorKind, error_body, parse_json_body
 from server.api.openai import adapter
 from server.api.openai.schemas import OpenAIChatRequest, OpenAICompletionRequest, ResponsesRequest
+from server.api.openapi import json_body
 from server.core.scheduler import Job, Scheduler
 from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallDone, ToolCallStart
 from server.core.types import GenerationOutcome, TokenEvent
@@ -51,14 +52,20 @@ async def list_models(model: ModelInfoDep) -> dict[str, Any]:
 # -- /v1/completions -------------------------------------------------------------------------
 
 
-@router.post("/v1/completions", dependencies=[RequireKey])
+@router.post(
+    "/v1/completions", dependencies=[RequireKey], openapi_extra=json_body(OpenAICompletionRequest)
+)
 async def completions(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
     body = await parse_json_body(request, OpenAICompletionRequest, Dialect.OPENAI)
     completion_id = common.new_id("cmpl-")
-    job = common.submit(scheduler, adapter.completion_generation(body, completion_id))
+    job = common.submit(
+        scheduler, model, adapter.completion_generation(body, completion_id), Dialect.OPENAI
+    )
     created = int(time.time())
     if body.stream:
-        return sse_response(_completion_events(request, scheduler, job, body, model.name))
+        return sse_response(
+            _completion_events(request, scheduler, job, body, model.name), drop_when=job.abandoned
+        )
     finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
     if finished is None:
         return Response(status_code=common.CLIENT_GONE_STATUS)
@@ -100,7 +107,9 @@ async def _completion_events(
 # -- /v1/chat/completions --------------------------------------------------------------------
 
 
-@router.post("/v1/chat/completions", dependencies=[RequireKey])
+@router.post(
+    "/v1/chat/completions", dependencies=[RequireKey], openapi_extra=json_body(OpenAIChatRequest)
+)
 async def chat_completions(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> Response:
@@ -112,9 +121,11 @@ async def chat_completions(
         settings.defaultgenamt,
         settings.jinja_tools,
     )
-    job = common.submit(scheduler, plan.generation)
+    job = common.submit(scheduler, model, plan.generation, Dialect.OPENAI)
     if body.stream:
-        return sse_response(_chat_events(request, scheduler, job, plan, body, model.name))
+        return sse_response(
+            _chat_events(request, scheduler, job, plan, body, model.name), drop_when=job.abandoned
+        )
     finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
     if finished is None:
         return Response(status_code=common.CLIENT_GONE_STATUS)
@@ -160,7 +171,7 @@ async def _chat_events(
 # -- /v1/responses ---------------------------------------------------------------------------
 
 
-@router.post("/v1/responses", dependencies=[RequireKey])
+@router.post("/v1/responses", dependencies=[RequireKey], openapi_extra=json_body(ResponsesRequest))
 async def responses(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> Response:
@@ -169,10 +180,12 @@ async def responses(
     plan = adapter.responses_plan(
         body, model.chat_template, response_id, settings.defaultgenamt, settings.jinja_tools
     )
-    job = common.submit(scheduler, plan.generation)
+    job = common.submit(scheduler, model, plan.generation, Dialect.OPENAI)
     builder = adapter.ResponseBuilder(response_id, model.name, body)
     if body.stream:
-        return sse_response(_responses_events(request, scheduler, job, plan, builder))
+        return sse_response(
+            _responses_events(request, scheduler, job, plan, builder), drop_when=job.abandoned
+        )
     finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
     if finished is None:
         return Response(status_code=common.CLIENT_GONE_STATUS)

@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.api.limits import OptionalTopK, TokenCount
+
 
 class OpenAIBase(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class OpenAIStreamOptions(OpenAIBase):
@@ -33,7 +35,7 @@ class OpenAISamplingFields(OpenAIBase):
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     # KoboldCpp extras
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: OptionalTopK = None
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(default=None, gt=0.0)
     genkey: str = ""
@@ -48,7 +50,7 @@ class OpenAICompletionRequest(OpenAISamplingFields):
 
     model: str | None = None
     prompt: str | list[str] = ""
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: TokenCount | None = None
 
 
 class OpenAIContentPart(OpenAIBase):
@@ -91,8 +93,8 @@ class OpenAIChatRequest(OpenAISamplingFields):
 
     model: str | None = None
     messages: list[OpenAIChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: TokenCount | None = None
+    max_tokens: TokenCount | None = None
     tools: list[OpenAITool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -126,7 +128,7 @@ class ResponsesRequest(OpenAIBase):
     model: str | None = None
     input: str | list[ResponsesInputItem]
     instructions: str | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: TokenCount | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, ge=0.0, le=1.0)
     tools: list[ResponsesTool] | None = None
@@ -134,6 +136,6 @@ class ResponsesRequest(OpenAIBase):
     text: dict[str, Any] | None = None
     stream: bool = False
     # KoboldCpp extras
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: OptionalTopK = None
     seed: int | None = None
     genkey: str = ""

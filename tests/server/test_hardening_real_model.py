@@ -1,0 +1,218 @@
+"""Hardening rows against `python -m server` on the bundled model, over real HTTP: shutdown
+endings, oversized bodies, odd text, unusable schemas, the tokenizer under concurrent use."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.conftest import RunningServer
+from tests.error_shapes import assert_error_shape
+from tests.server.test_real_model import STREAM, perf, wait_for
+
+pytestmark = pytest.mark.model
+
+StartHearth = Callable[[Sequence[str]], RunningServer]
+USER: list[openai.types.chat.ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Tell me a long story about a lighthouse."}
+]
+
+
+def rss_kib(server: RunningServer) -> int:
+    assert server.process is not None
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+
+
+def test_sigterm_ends_open_streams_properly_and_exits_cleanly(start_hearth: StartHearth) -> None:
+    server = start_hearth([])
+    assert server.process is not None
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="x", max_retries=0)
+    received: list[str] = []
+    failure: list[BaseException] = []
+    first_text = threading.Event()
+
+    def chat() -> None:
+        try:
+            stream = client.chat.completions.create(
+                model="m",
+                messages=USER,
+                max_tokens=2000,
+                stream=True,
+                extra_body={"ban_eos_token": True},
+            )
+            for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    received.append(chunk.choices[0].delta.content)
+                    first_text.set()
+        except BaseException as exc:  # what the client raised is what we check
+            failure.append(exc)
+
+    reader = threading.Thread(target=chat)
+    reader.start()
+    assert first_text.wait(60)
+    printed = len(server.output)
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    code = server.process.wait(timeout=30)  # it exits by itself: nobody kills it
+    exited_in = time.monotonic() - started
+    reader.join(30)
+    assert code == 0
+    server.wait_for_output("Hearth stopped.", after=printed)
+    assert received, "text arrived before the shutdown"
+    assert failure and isinstance(failure[0], openai.APIError)
+    assert "shutting down" in str(failure[0])
+    print(f"SIGTERM with a running stream: exit 0 after {exited_in:.2f}s")
+
+
+def test_64_mb_body_is_refused_before_it_is_read(hearth: RunningServer) -> None:
+    port = int(hearth.base_url.rsplit(":", 1)[1])
+    before = rss_kib(hearth)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {64 * 1024 * 1024}\r\n\r\n".encode()
+            + b'{"prompt": "'
+            + b"a" * 65536
+        )
+        answer = b""
+        while b"}}" not in answer:
+            answer += sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413")
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert_error_shape("/v1/completions", body)
+    assert "32 MB" in body["error"]["message"]
+    assert rss_kib(hearth) - before < 50 * 1024  # nothing like the 64 MB was taken in
+
+
+def test_lone_surrogates_are_served(hearth: RunningServer) -> None:
+    raw = '{"prompt": "Hello \\ud800 world", "max_length": 3, "temperature": 0}'
+    with hearth.client() as client:
+        for path in ("/api/v1/generate", "/v1/completions"):
+            response = client.post(
+                path,
+                content=raw.replace("max_length", "max_tokens") if path.startswith("/v1") else raw,
+            )
+            assert response.status_code == 200, (path, response.text)
+
+
+def test_deep_json_is_a_400_not_a_500(hearth: RunningServer) -> None:
+    nested = "[" * 5000 + "]" * 5000
+    with hearth.client() as client:
+        for path in ("/api/v1/generate", "/v1/chat/completions", "/v1/messages", "/api/chat"):
+            response = client.post(path, content=f'{{"x": {nested}}}')
+            assert response.status_code == 400, path
+            assert_error_shape(path, response.json())
+
+
+def test_unusable_json_schema_is_a_400_before_the_stream(hearth: RunningServer) -> None:
+    unusable = {"type": "object", "properties": {"a": {"$ref": "#/definitions/missing"}}}
+    with hearth.client() as client:
+        chat = client.post(
+            "/v1/chat/completions",
+            json={
+                "messages": USER,
+                "max_tokens": 5,
+                "stream": True,
+                "response_format": {"type": "json_schema", "json_schema": {"schema": unusable}},
+            },
+        )
+        assert chat.status_code == 400, chat.text
+        assert "JSON schema" in chat.json()["error"]["message"]
+        ollama = client.post("/api/chat", json={"model": "m", "messages": USER, "format": unusable})
+        assert ollama.status_code == 400 and "JSON schema" in ollama.json()["error"]
+    assert perf(hearth)["idle"] == 1
+
+
+def test_detokenize_during_a_generation_gives_both_their_own_results(
+    hearth: RunningServer,
+) -> None:
+    """/api/extra/detokenize runs on the event loop while the worker thread generates; each
+    must read token pieces through its own buffer."""
+    body = {
+        "prompt": "The history of the lighthouse",
+        "max_length": 120,
+        "temperature": 0,
+        "ban_eos_token": True,
+    }
+    with hearth.client() as client:
+        alone = client.post("/api/v1/generate", json=body).json()["results"][0]["text"]
+        sample = "Lighthouses guided ships along dangerous coasts for centuries. " * 20
+        ids = client.post("/api/extra/tokencount", json={"prompt": sample, "special": False})
+        token_ids = ids.json()["ids"]
+        expected = client.post("/api/extra/detokenize", json={"ids": token_ids}).json()["result"]
+        results: dict[str, str] = {}
+
+        def generate() -> None:
+            with hearth.client() as other:
+                response = other.post("/api/v1/generate", json=body)
+                results["text"] = response.json()["results"][0]["text"]
+
+        generating = threading.Thread(target=generate)
+        generating.start()
+        wait_for(lambda: perf(hearth)["idle"] == 0)
+        mismatches = checks = 0
+        while generating.is_alive():
+            got = client.post("/api/extra/detokenize", json={"ids": token_ids}).json()["result"]
+            checks += 1
+            mismatches += got != expected
+        generating.join()
+    assert checks > 5
+    assert mismatches == 0
+    assert results["text"] == alone
+
+
+def test_anthropic_message_start_reports_the_prompt_tokens(hearth: RunningServer) -> None:
+    client = anthropic.Anthropic(base_url=hearth.base_url, api_key="x", max_retries=0)
+    with client.messages.stream(
+        model="m", max_tokens=3, messages=[{"role": "user", "content": "Hi there"}]
+    ) as stream:
+        events = list(stream)
+    start = next(e for e in events if e.type == "message_start")
+    final = stream.get_final_message()
+    assert start.message.usage.input_tokens > 0
+    assert start.message.usage.input_tokens == final.usage.input_tokens
+
+
+def test_queue_stream_of_a_waiting_request_ends_on_shutdown(start_hearth: StartHearth) -> None:
+    """A KoboldAI stream still waiting in line when SIGTERM comes gets its ending too."""
+    server = start_hearth(["--multiuser", "3"])
+    assert server.process is not None
+    seen: dict[str, list[str]] = {"running": [], "waiting": []}
+    started = threading.Event()
+
+    def stream(name: str) -> None:
+        body = {"prompt": "Once", "max_length": 3000, "ban_eos_token": True}
+        with (
+            httpx.Client(base_url=server.base_url, timeout=60) as client,
+            client.stream("POST", STREAM, json=body) as response,
+        ):
+            for line in response.iter_lines():
+                if line:
+                    seen[name].append(line)
+                    started.set()
+
+    running = threading.Thread(target=stream, args=("running",))
+    running.start()
+    assert started.wait(60)
+    waiting = threading.Thread(target=stream, args=("waiting",))
+    waiting.start()
+    wait_for(lambda: perf(server)["queue"] == 1)
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=30) == 0
+    running.join(30)
+    waiting.join(30)
+    for name in ("running", "waiting"):
+        lines = seen[name]
+        assert "event: error" in lines, name
+        assert json.loads(lines[-1].removeprefix("data: "))["finish_reason"] == "error", name
