@@ -96,13 +96,17 @@ def wait_until_ready(base_url: str, process: subprocess.Popen[str] | None = None
 
 
 @pytest.fixture(scope="session")
-def start_hearth() -> Iterator[Callable[[Sequence[str]], RunningServer]]:
+def start_hearth() -> Iterator[Callable[..., RunningServer]]:
     """Start `python -m server` with extra flags; every server started is stopped at the end."""
     started: list[RunningServer] = []
 
-    def start(args: Sequence[str] = ()) -> RunningServer:
+    def start(
+        args: Sequence[str] = (), *, env: dict[str, str] | None = None, stdin: int | None = None
+    ) -> RunningServer:
+        """`env` adds environment variables; `stdin=subprocess.PIPE` gives the server a stdin
+        pipe (as the launcher does), at `server.process.stdin`."""
         port = free_port()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         command = [
             sys.executable,
             "-m",
@@ -117,7 +121,8 @@ def start_hearth() -> Iterator[Callable[[Sequence[str]], RunningServer]]:
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=env,
+            env=environment,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

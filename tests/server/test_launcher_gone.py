@@ -11,13 +11,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from server.netcheck import port_in_use
 from server.parent_watch import EXIT_FORCED, stop_when_launcher_leaves
-from tests.conftest import ROOT, free_port, wait_until_ready
+from tests.conftest import ROOT, RunningServer
 
 WATCH_THREAD = "hearth-launcher-watch"
 
@@ -120,58 +120,24 @@ def test_a_shutdown_that_does_not_happen_is_forced() -> None:
 
 
 @pytest.mark.model
-def test_server_stops_cleanly_when_the_launcher_pipe_closes() -> None:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server",
-            "--skiplauncher",
-            "--port",
-            str(port),
-            "--contextsize",
-            "1024",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "HEARTH_LAUNCHER_PIPE": "1"},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        encoding="utf-8",
+def test_server_stops_cleanly_when_the_launcher_pipe_closes(
+    start_hearth: Callable[..., RunningServer],
+) -> None:
+    server = start_hearth(
+        ["--contextsize", "1024"], env={"HEARTH_LAUNCHER_PIPE": "1"}, stdin=subprocess.PIPE
     )
-    lines: list[tuple[float, str]] = []  # (time.monotonic() when read, line)
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append((time.monotonic(), line))
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        wait_until_ready(f"http://127.0.0.1:{port}", process)
-        assert process.stdin is not None
-        closed_at = time.monotonic()
-        process.stdin.close()  # what the OS does when the launcher dies
-        code = process.wait(timeout=30)
-        exited_at = time.monotonic()
-        reader.join(10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    output = "".join(line for _, line in lines)
-    stopped_at = next((at for at, line in lines if "Hearth stopped." in line), None)
+    process = server.process
+    assert process is not None and process.stdin is not None
+    port = int(server.base_url.rsplit(":", 1)[1])
+    closed_at = time.monotonic()
+    process.stdin.close()  # what the OS does when the launcher dies
+    server.wait_for_output("Hearth stopped.", timeout=30)
+    stopped_in = time.monotonic() - closed_at
+    code = process.wait(timeout=30)  # it exits by itself: nobody kills it
+    exited_in = time.monotonic() - closed_at
+    output = "".join(server.output)
     assert code == 0, output
-    assert stopped_at is not None, output
     assert "The launcher has gone; stopping." in output
     assert "Traceback" not in output
     assert not port_in_use("127.0.0.1", port)
-    print(
-        f"pipe closed → 'Hearth stopped.' {stopped_at - closed_at:.2f} s, "
-        f"process exited {exited_at - closed_at:.2f} s"
-    )
-    # The aim is under 2 s; the bound is loose so a busy machine does not fail the test.
-    assert exited_at - closed_at < 10
+    print(f"pipe closed → 'Hearth stopped.' {stopped_in:.2f} s, process exited {exited_in:.2f} s")
