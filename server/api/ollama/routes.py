@@ -79,10 +79,10 @@ async def _generate_lines(
             yield adapter.generate_chunk(model, "")
         elif isinstance(event, TokenEvent):
             yield adapter.generate_chunk(model, event.text)
-        elif common.failed(event):
-            yield {"error": common.failure_message(event)}
-            yield {**adapter.generate_chunk(model, ""), **adapter.final_fields(event)}
         else:
+            if common.failed(event):
+                # ollama-python raises on the error line; other readers still see the end.
+                yield {"error": common.failure_message(event)}
             yield {**adapter.generate_chunk(model, ""), **adapter.final_fields(event)}
 
 
@@ -131,11 +131,8 @@ async def _chat_lines(
         elif isinstance(item, common.ChatEnd):
             outcome = item.answer.outcome
             if common.failed(outcome):
-                # ollama-python raises on the error line; other readers still see the end.
-                yield {"error": common.failure_message(outcome)}
-                yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(outcome)}
-            else:
-                yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(outcome)}
+                yield {"error": common.failure_message(outcome)}  # then the end, as above
+            yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(outcome)}
 
 
 async def _model_file(model: ModelInfo, with_digest: bool) -> tuple[GGUFSummary, str] | None:
