@@ -556,15 +556,13 @@ class LlamaCppEngine:
                 slot.token = token
                 slot.bias = float("-inf")
             add(chain, llama.llama_sampler_init_logit_bias(self._n_vocab, len(biases), biases))
-        penalise = sampling.rep_pen != 1.0 or sampling.presence_penalty != 0.0
-        if penalise:
+        penalties = None
+        if sampling.rep_pen != 1.0 or sampling.presence_penalty != 0.0:
             last_n = sampling.rep_pen_range if sampling.rep_pen_range > 0 else self._n_ctx
-            add(
-                chain,
-                llama.llama_sampler_init_penalties(
-                    self._n_vocab, last_n, sampling.rep_pen, 0.0, sampling.presence_penalty
-                ),
+            penalties = llama.llama_sampler_init_penalties(
+                self._n_vocab, last_n, sampling.rep_pen, 0.0, sampling.presence_penalty
             )
+            add(chain, penalties)
         if sampling.temperature <= 0.0:
             add(chain, llama.llama_sampler_init_greedy())
         else:
@@ -576,10 +574,12 @@ class LlamaCppEngine:
                 add(chain, llama.llama_sampler_init_min_p(sampling.min_p, 1))
             add(chain, llama.llama_sampler_init_temp(sampling.temperature))
             add(chain, llama.llama_sampler_init_dist(sampling.seed & 0xFFFFFFFF))
-        if penalise:
-            # Repetition penalty looks back over the prompt too, as in KoboldCpp.
+        if penalties is not None:
+            # Repetition penalty looks back over the prompt too, as in KoboldCpp. Only the
+            # penalties sampler sees the prompt: a grammar fed tokens it does not allow throws
+            # a C++ exception, which ends the whole process.
             for token in prompt[-(sampling.rep_pen_range or len(prompt)) :]:
-                llama.llama_sampler_accept(chain, token)
+                llama.llama_sampler_accept(penalties, token)
         return chain
 
 

@@ -32,7 +32,7 @@ from tests.error_shapes import dialect_of, shape_problem
 pytestmark = pytest.mark.model
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
-EXAMPLES = int(os.environ.get("HEARTH_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("HEARTH_FUZZ_EXAMPLES", "15"))
 # Fields that ask for generated tokens, and the most the fuzzer lets a request ask for.
 TOKEN_FIELDS = {
     "max_length",
@@ -75,8 +75,7 @@ class FuzzRun:
         try:
             response = case.call(base_url=self.server.base_url, timeout=60)
         except requests.ConnectionError as exc:
-            process = self.server.process
-            alive = process is None or process.poll() is None
+            alive = self.server_alive()
             self.failures.setdefault(
                 (label, 0),
                 f"connection failed ({exc}); server alive: {alive}; it printed: "
@@ -98,7 +97,13 @@ class FuzzRun:
             if problem is not None:
                 self.failures.setdefault((label, status), problem)
 
+    def server_alive(self) -> bool:
+        return self.server.process is None or self.server.process.poll() is None
+
     def fuzz(self, operation: Any, mode: GenerationMode) -> None:
+        if not self.server_alive():
+            return  # it crashed: the failure that did it is recorded, the rest would be noise
+
         @settings(
             max_examples=EXAMPLES,
             deadline=None,

@@ -216,3 +216,45 @@ def test_queue_stream_of_a_waiting_request_ends_on_shutdown(start_hearth: StartH
         lines = seen[name]
         assert "event: error" in lines, name
         assert json.loads(lines[-1].removeprefix("data: "))["finish_reason"] == "error", name
+
+
+def test_tool_call_with_penalties_does_not_crash_the_server(start_hearth: StartHearth) -> None:
+    """Found by the fuzzer: penalties look back over the prompt, and feeding the prompt to the
+    whole sampler chain fed it to the tool-call grammar too, which threw a C++ exception that
+    ended the process (`Unexpected empty grammar stack`)."""
+    server = start_hearth([])
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    messages = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    with server.client() as client:
+        ollama = client.post(
+            "/api/chat",
+            json={
+                "model": "m",
+                "messages": messages,
+                "tools": tools,
+                "stream": False,
+                "options": {"repeat_penalty": 1.3, "presence_penalty": 0.5, "num_predict": 40},
+            },
+        )
+        assert ollama.status_code == 200, ollama.text
+        chat = client.post(
+            "/v1/chat/completions",
+            json={
+                "messages": messages,
+                "tools": tools,
+                "tool_choice": "required",
+                "presence_penalty": 1.0,
+                "max_tokens": 40,
+            },
+        )
+        assert chat.status_code == 200, chat.text
+        assert chat.json()["choices"][0]["message"]["tool_calls"]
+    assert server.process is not None and server.process.poll() is None
