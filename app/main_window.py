@@ -191,7 +191,7 @@ class MainWindow(QMainWindow):
         if settings is None:
             return None
         try:
-            written = settings_store.save_from_launcher(settings, path)
+            written = settings_store.save_kcpps(settings, path)
         except OSError as exc:
             self.show_notice(f"Could not save {path}: {exc}", "error")
             return None
@@ -256,7 +256,7 @@ class MainWindow(QMainWindow):
         self.preferences.last_settings = settings
         try:
             config_dir().mkdir(parents=True, exist_ok=True)
-            launch_file = settings_store.save_from_launcher(settings, config_dir() / LAUNCH_FILE)
+            launch_file = settings_store.save_kcpps(settings, config_dir() / LAUNCH_FILE)
         except OSError as exc:  # a full disk or a read-only config folder: say so, start nothing
             self.show_notice(f"Could not write the launch settings: {exc}", "error")
             return False

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from server.bundle import root_dir
+
 APP_NAME = "Hearth"
 
 
@@ -27,8 +29,7 @@ def config_dir() -> Path:
 
 def resource_root() -> Path:
     """The project (or unpacked bundle) folder holding `presets/` and `resources/`."""
-    bundle = getattr(sys, "_MEIPASS", None)
-    return Path(bundle) if bundle else Path(__file__).resolve().parent.parent
+    return root_dir()
 
 
 def presets_dir() -> Path:

@@ -108,7 +108,6 @@ class PerfPoller(QObject):
     """Polls GET /api/extra/perf about twice a second without blocking the GUI thread."""
 
     updated = Signal(dict)
-    unreachable = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -140,12 +139,10 @@ class PerfPoller(QObject):
         self._in_flight = False
         try:
             if reply.error() != QNetworkReply.NetworkError.NoError:
-                self.unreachable.emit()
-                return
+                return  # not up yet, or gone: the process's own signals say which
             try:
                 data = json.loads(bytes(reply.readAll().data()))
             except ValueError:
-                self.unreachable.emit()
                 return
             if isinstance(data, dict):
                 self.updated.emit(data)

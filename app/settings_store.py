@@ -6,9 +6,6 @@ written with tomli-w. Nothing here imports Qt; widgets never touch files themsel
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +15,14 @@ import tomli_w
 from pydantic import ValidationError
 
 from app.paths import config_dir
+from server.atomic_file import write_text_atomically
 from server.config import HearthSettings
+from server.core.types import DEFAULT_MULTIUSER
 from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
 
 PREFERENCES_FILE = "launcher.toml"
 MAX_RECENT = 8
 LAUNCHER_MIN_MULTIUSER = 2
-DEFAULT_MULTIUSER = 10
 
 
 def apply_launcher_rules(settings: HearthSettings) -> HearthSettings:
@@ -43,10 +41,6 @@ def apply_launcher_rules(settings: HearthSettings) -> HearthSettings:
 def load_for_launcher(path: Path) -> HearthSettings:
     """Read a `.kcpps` as the launcher shows it; raises SettingsFileError."""
     return apply_launcher_rules(load_kcpps(path))
-
-
-def save_from_launcher(settings: HearthSettings, path: Path) -> Path:
-    return save_kcpps(settings, path)
 
 
 @dataclass
@@ -90,18 +84,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
     known = preferences.last_settings.model_dump(include=set(HearthSettings.model_fields))
     settings = {k: v for k, v in known.items() if v is not None}
     text = tomli_w.dumps({"recent_files": preferences.recent_files, "settings": settings})
-    fd, temp = tempfile.mkstemp(prefix=".launcher.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            # On disk before the rename, or a power cut could leave an empty file in its place.
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_text_atomically(path, text)
 
 
 __all__ = [
@@ -110,6 +93,6 @@ __all__ = [
     "apply_launcher_rules",
     "load_for_launcher",
     "load_preferences",
-    "save_from_launcher",
+    "save_kcpps",
     "save_preferences",
 ]

@@ -95,10 +95,6 @@ class CommandLine:
     model_or_config_given: bool  # KoboldCpp opens the launcher when neither was given
 
 
-def settings_from_args(argv: Sequence[str] | None = None) -> HearthSettings:
-    return parse_command_line(argv).settings
-
-
 def parse_command_line(argv: Sequence[str] | None = None) -> CommandLine:
     """Parse the command line, load `--config` if given, and apply the explicit flags on top.
 

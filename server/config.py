@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from server.core.types import DEFAULT_MULTIUSER
+
 DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
 
@@ -35,7 +37,10 @@ class HearthSettings(BaseModel):
     contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
     gpulayers: int = Field(default=-1, ge=-1, le=999, description="Layers to offload to a GPU.")
     multiuser: int = Field(
-        default=10, ge=0, le=1000, description="Requests in flight, the running one included."
+        default=DEFAULT_MULTIUSER,
+        ge=0,
+        le=1000,
+        description="Requests in flight, the running one included.",
     )
     parallelrequests: int = Field(
         default=1, ge=0, le=32, description="Requests generated together (batching)."

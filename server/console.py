@@ -15,7 +15,7 @@ _PREVIEW_CHARS = 120
 
 
 def setup_console_logging() -> None:
-    """Plain lines on stdout; the launcher (a later issue) shows them as its live log."""
+    """Plain lines on stdout; the launcher shows them as its live log."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger()

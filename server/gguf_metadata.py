@@ -26,7 +26,6 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -37,6 +36,8 @@ from types import MappingProxyType
 from typing import BinaryIO, Final
 
 from gguf import GGML_QUANT_SIZES, GGUF_MAGIC, GGMLQuantizationType, GGUFValueType, LlamaFileType
+
+from server.atomic_file import write_text_atomically
 
 MetadataValue = int | float | bool | str | tuple["MetadataValue", ...] | None
 
@@ -375,7 +376,8 @@ def _cached_sha256(path_text: str, size: int, mtime_ns: int) -> str:
     if (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns):  # unchanged while hashing
         for place in places:
             with contextlib.suppress(OSError):
-                _write_atomically(place, json.dumps({**record, "sha256": digest}))
+                place.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomically(place, json.dumps({**record, "sha256": digest}))
                 break
     return digest
 
@@ -391,19 +393,6 @@ def _sidecar_places(path: Path) -> list[Path]:
     cache_root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return [beside, Path(cache_root) / "hearth" / "digests" / f"{path.name}-{tag}.json"]
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
 
 
 def clear_caches() -> None:

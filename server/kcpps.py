@@ -6,15 +6,13 @@ Writing is atomic (temporary file + rename): a crash mid-save never leaves half 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from server.atomic_file import write_text_atomically
 from server.config import HearthSettings
 
 _MAX_FILE_BYTES = 50 * 1024 * 1024  # KoboldCpp refuses larger files too
@@ -77,17 +75,5 @@ def save_kcpps(settings: HearthSettings, path: Path) -> Path:
     of a KoboldCpp settings file. Returns the path written."""
     if path.suffix.lower() not in (".kcpps", ".kcppt"):
         path = path.with_name(path.name + ".kcpps")
-    text = json.dumps(settings.to_kcpps(), indent=2) + "\n"
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        raise
+    write_text_atomically(path, json.dumps(settings.to_kcpps(), indent=2) + "\n")
     return path

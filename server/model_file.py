@@ -13,9 +13,10 @@ import contextlib
 import json
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from server.bundle import packaged, root_dir
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +81,9 @@ def bundled_model_path() -> Path:
 
 def _packaged_model() -> Path | None:
     """A packaged build ships the model assembled in its folder (see packaging/hearth.spec)."""
-    bundle = getattr(sys, "_MEIPASS", None)
-    if bundle is None:
+    if not packaged():
         return None
-    found = sorted((Path(bundle) / "models").glob("*.gguf"))
+    found = sorted((root_dir() / "models").glob("*.gguf"))
     return found[0] if found else None
 
 

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
+
+from server.bundle import root_dir
 
 router = APIRouter(tags=["Pages"])
 
 
 def resources_dir() -> Path:
     """`resources/` beside the server package, or inside a packaged (frozen) build."""
-    bundle = getattr(sys, "_MEIPASS", None)
-    return (
-        Path(bundle) / "resources" if bundle else Path(__file__).resolve().parents[2] / "resources"
-    )
+    return root_dir() / "resources"
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -264,10 +264,6 @@ class LlamaCppEngine:
         self._active.append(sequence)
         return sequence
 
-    @property
-    def active_sequences(self) -> int:
-        return len(self._active)
-
     def step(self) -> list[tuple[object, EngineEvent]]:
         """One decode for every active sequence: the next token of each generating sequence,
         and as much of waiting prompts as the batch has room for. Returns the events."""
@@ -697,12 +693,35 @@ def _libllama() -> Any:
 
 
 def _shared_library(stem: str) -> Path:
+    """The file of ggml library `stem` that this process already uses.
+
+    llama-cpp-python ships each library as separate copies (`libggml-cpu.so`, `.so.0`,
+    `.so.0.25.3`), and libllama pulled in the one named by its SONAME (`.so.0`). Opening another
+    copy would map the library twice, with its own globals (a second device registry once GPU or
+    RPC backends are registered): so the copy already mapped is taken, then the SONAME one.
+    """
+    loaded = _mapped_library(stem)
+    if loaded is not None:
+        return loaded
     folder = Path(llama.__file__).resolve().parent / "lib"
-    for pattern in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll", f"lib{stem}.so.*"):
+    for pattern in (f"lib{stem}.so.[0-9]", f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
         found = sorted(folder.glob(pattern))
         if found:
             return found[0]
     raise OSError(f"{stem} not found in {folder}")
+
+
+def _mapped_library(stem: str) -> Path | None:
+    """The file of `lib<stem>` mapped into this process (Linux; None elsewhere)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith(f"lib{stem}.so"):
+            return Path(fields[5])
+    return None
 
 
 class _ProgressReporter:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from server.core.engine import BatchEngine, Engine
 from server.core.types import (
+    DEFAULT_MULTIUSER,
     EngineEvent,
     FinishReason,
     GenerationOutcome,
@@ -44,7 +45,6 @@ from server.core.types import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MULTIUSER = 10
 _REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
 # Unread events a stream may have before its client counts as gone. The socket's own buffers
 # (hundreds of KB) fill first, so a client this far behind has stopped reading.

@@ -10,6 +10,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+# KoboldCpp's default `--multiuser` (requests in flight), also what the legacy value 1 means.
+DEFAULT_MULTIUSER = 10
+
 
 class FinishReason(enum.Enum):
     """Why a generation ended. Dialect formatters map these onto their own vocabulary."""

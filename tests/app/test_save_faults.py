@@ -11,6 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from app import settings_store
 from app.main_window import NOTICE_STYLES, MainWindow
+from server import atomic_file
 from server.config import HearthSettings
 from server.kcpps import load_kcpps, save_kcpps
 from tests.server.test_kcpps_faults import FAULTS
@@ -53,7 +54,7 @@ def test_failed_preferences_keep_the_old_ones_and_closing_still_works(
     def replace(*_args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(settings_store.os, "replace", replace)
+    monkeypatch.setattr(atomic_file.os, "replace", replace)
     with pytest.raises(OSError):
         settings_store.save_preferences(window.preferences)
     assert window.close()  # closing saves preferences too, and must not fail
@@ -78,8 +79,8 @@ def test_preferences_reach_the_disk_before_they_replace_the_old_ones(
         calls.append("replace")
         real_replace(source, target)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(settings_store.os, "fsync", fsync)
-    monkeypatch.setattr(settings_store.os, "replace", replace)
+    monkeypatch.setattr(atomic_file.os, "fsync", fsync)
+    monkeypatch.setattr(atomic_file.os, "replace", replace)
     settings_store.save_preferences(settings_store.Preferences(HearthSettings(port_param=5005)))
     assert calls == ["fsync", "replace"]
     assert settings_store.load_preferences().last_settings.port_param == 5005

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from server import kcpps
+from server import atomic_file
 from server.config import HearthSettings
 from server.kcpps import load_kcpps, save_kcpps
 
@@ -47,14 +47,14 @@ def fail_replace(monkeypatch: pytest.MonkeyPatch) -> None:
     def replace(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(kcpps.os, "replace", replace)
+    monkeypatch.setattr(atomic_file.os, "replace", replace)
 
 
 def fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     def fsync(_fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(kcpps.os, "fsync", fsync)
+    monkeypatch.setattr(atomic_file.os, "fsync", fsync)
 
 
 def fail_write(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +63,7 @@ def fail_write(monkeypatch: pytest.MonkeyPatch) -> None:
     def fdopen(fd: int, *args: Any, **kwargs: Any) -> HalfWrittenFile:
         return HalfWrittenFile(real_fdopen(fd, *args, **kwargs))
 
-    monkeypatch.setattr(kcpps.os, "fdopen", fdopen)
+    monkeypatch.setattr(atomic_file.os, "fdopen", fdopen)
 
 
 FAULTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
@@ -114,7 +114,7 @@ def test_an_interrupted_save_keeps_the_previous_file(
     def fsync(_fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(kcpps.os, "fsync", fsync)
+    monkeypatch.setattr(atomic_file.os, "fsync", fsync)
     with pytest.raises(KeyboardInterrupt):
         save_kcpps(HearthSettings(port_param=6006), path)
     monkeypatch.undo()

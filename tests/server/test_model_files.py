@@ -20,10 +20,10 @@ import ollama
 import pytest
 
 from server import gguf_metadata
-from server.core.scripted_engine import ScriptedEngine
 from server.gguf_metadata import GGUFFormatError, file_sha256, gguf_summary
 from server.model_file import ModelFileError, bundled_model_path, check_gguf_file
 from tests.conftest import ROOT, RunningServer, free_port
+from tests.scripted_engine import ScriptedEngine
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,19 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, step: float =
     return time.monotonic() - started
 
 
+def tokens_time(server: RunningServer, tokens: int = 60) -> float:
+    """Seconds this server takes to generate `tokens` tokens, measured now (call it while the
+    server is idle): a bound for "soon" that scales with the machine, where a fixed number of
+    seconds would fail on a slower or busier one."""
+    httpx.post(
+        f"{server.base_url}{GENERATE}",
+        json={"prompt": "Measure:", "max_length": 16, **STEADY},
+        timeout=60,
+    )
+    stats = perf(server)
+    return tokens * stats["last_eval_time"] / max(stats["last_token_count"], 1)
+
+
 def perf(server: RunningServer) -> dict[str, Any]:
     return dict(httpx.get(f"{server.base_url}/api/extra/perf").json())
 
@@ -53,6 +66,7 @@ def test_startup_prints_progress_and_api_addresses(hearth: RunningServer) -> Non
 
 
 def test_stream_sends_tokens_one_by_one(hearth: RunningServer) -> None:
+    requested_at = time.monotonic()
     with (
         hearth.client() as client,
         client.stream(
@@ -68,8 +82,10 @@ def test_stream_sends_tokens_one_by_one(hearth: RunningServer) -> None:
     assert len(tokens) >= 20
     assert all(e.json()["finish_reason"] is None and e.json()["token"] for e in tokens)
     assert final.json() == {"token": "", "finish_reason": "length"}
-    # Tokens arrive spread over the generation, not in one burst at the end.
-    assert tokens[-1].received_at - tokens[0].received_at > 0.2
+    # Tokens arrive spread over the generation, not in one burst at the end: the first comes
+    # early and the last late in the request's life.
+    lifetime = final.received_at - requested_at
+    assert tokens[-1].received_at - tokens[0].received_at > 0.5 * lifetime
     assert not any("[DONE]" in e.data for e in events)
 
     stats = perf(hearth)
@@ -194,15 +210,13 @@ def test_abort_stops_only_the_keyed_running_stream(hearth: RunningServer) -> Non
                     f"{hearth.base_url}/api/extra/abort", json={"genkey": "SOMEONE-ELSE"}
                 ).json()
                 assert other == {"success": "false", "done": "false"}
-                aborted_at = time.monotonic()
                 answer = httpx.post(
                     f"{hearth.base_url}/api/extra/abort", json={"genkey": "RUN"}
                 ).json()
                 assert answer == {"success": "true", "done": "true"}
     assert events[-1].json()["finish_reason"] == "abort"
-    assert events[-1].received_at - aborted_at < 0.5
-    assert len(events) < 50
-    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=1.0)
+    assert len(events) < 50  # aborted at the third of 400 tokens: it stopped at once
+    assert perf(hearth)["idle"] == 1
 
 
 def test_aborted_waiting_request_never_runs(hearth: RunningServer) -> None:
@@ -235,7 +249,8 @@ def test_aborted_waiting_request_never_runs(hearth: RunningServer) -> None:
         assert list(events)[-1].json()["finish_reason"] == "abort"
 
 
-def test_disconnect_mid_stream_frees_the_server_within_a_second(hearth: RunningServer) -> None:
+def test_disconnect_mid_stream_frees_the_server_at_once(hearth: RunningServer) -> None:
+    soon = tokens_time(hearth)
     with (
         hearth.client() as client,
         client.stream(
@@ -246,11 +261,12 @@ def test_disconnect_mid_stream_frees_the_server_within_a_second(hearth: RunningS
         for _ in range(3):
             next(stream)
         assert perf(hearth)["idle"] == 0
-    # Leaving the `with` closed the connection mid-stream.
-    assert wait_for(lambda: perf(hearth)["idle"] == 1, timeout=1.0) < 1.0
+    # Leaving the `with` closed the connection mid-stream: idle long before 400 tokens.
+    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=soon)
 
 
 def test_disconnect_while_waiting_frees_the_place(hearth: RunningServer) -> None:
+    soon = tokens_time(hearth)
     with (
         hearth.client() as client,
         client.stream(
@@ -269,19 +285,20 @@ def test_disconnect_while_waiting_frees_the_place(hearth: RunningServer) -> None
         ):
             assert waiting.status_code == 200
             wait_for(lambda: perf(hearth)["queue"] == 1)
-        assert wait_for(lambda: perf(hearth)["queue"] == 0, timeout=1.0) < 1.0
+        wait_for(lambda: perf(hearth)["queue"] == 0, timeout=soon)
         assert perf(hearth)["idle"] == 0  # the running stream was not disturbed
         httpx.post(f"{hearth.base_url}/api/extra/abort", json={"genkey": "H2"})
         assert list(events)[-1].json()["finish_reason"] == "abort"
 
 
 def test_non_streamed_client_that_gives_up_frees_the_server(hearth: RunningServer) -> None:
+    soon = tokens_time(hearth)
     with (
         pytest.raises(httpx.ReadTimeout),
         httpx.Client(base_url=hearth.base_url, timeout=0.5) as client,
     ):
         client.post(GENERATE, json={"prompt": "Patience:", "max_length": 400, **STEADY})
-    assert wait_for(lambda: perf(hearth)["idle"] == 1, timeout=1.0) < 1.0
+    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=soon)
 
 
 def test_info_and_token_endpoints(hearth: RunningServer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from server.cli import settings_from_args
+from server.cli import parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start
 from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
@@ -70,34 +70,34 @@ def test_malformed_file_is_a_clear_error_and_is_not_touched(
 
 def test_missing_file_is_named() -> None:
     with pytest.raises(SettingsFileError, match="no such file"):
-        settings_from_args(["--config", "/nonexistent/x.kcpps"])
+        parse_command_line(["--config", "/nonexistent/x.kcpps"])
 
 
 def test_explicit_flags_win_over_the_file_and_the_rest_comes_from_it() -> None:
-    settings = settings_from_args(
+    settings = parse_command_line(
         ["--config", str(KOBOLDCPP_FILE), "--port", "7000", "--multiuser", "3"]
-    )
+    ).settings
     assert settings.port_param == 7000
     assert settings.multiuser == 3
     assert settings.contextsize == 8192  # from the file
 
 
 def test_positional_kcpps_model_and_port() -> None:
-    assert settings_from_args([str(KOBOLDCPP_FILE)]).port_param == 5005
-    settings = settings_from_args(["model.gguf", "5002"])
+    assert parse_command_line([str(KOBOLDCPP_FILE)]).settings.port_param == 5005
+    settings = parse_command_line(["model.gguf", "5002"]).settings
     assert (settings.model_param, settings.port_param) == ("model.gguf", 5002)
 
 
 def test_defaults_follow_koboldcpp_but_listen_on_loopback() -> None:
-    settings = settings_from_args([])
+    settings = parse_command_line([]).settings
     assert settings.port_param == 5001 and settings.multiuser == 10
     assert settings.defaultgenamt == 1536 and settings.listen_host == "127.0.0.1"
-    assert settings_from_args(["--multiuser"]).multiuser == 10  # a bare flag means 10
+    assert parse_command_line(["--multiuser"]).settings.multiuser == 10  # a bare flag means 10
 
 
 def test_out_of_range_flag_is_rejected() -> None:
     with pytest.raises(ValidationError):
-        settings_from_args(["--parallelrequests", "99"])
+        parse_command_line(["--parallelrequests", "99"])
 
 
 def test_non_loopback_host_without_password_warns(caplog: pytest.LogCaptureFixture) -> None:

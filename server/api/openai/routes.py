@@ -350,9 +350,9 @@ class _OpenMessage:
 
 
 def _failure_events(
-    builder: adapter.ResponseBuilder, outcome: GenerationOutcome | None
+    builder: adapter.ResponseBuilder, outcome: GenerationOutcome
 ) -> list[ServerSentEvent]:
-    message = common.failure_message(outcome) if outcome else "generation ended early"
+    message = common.failure_message(outcome)
     error = {"code": "server_error", "message": message}
     return [
         _named(builder.event("error", code="server_error", message=message, param=None)),

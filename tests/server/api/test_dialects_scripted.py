@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from server.config import HearthSettings
-from server.core.scripted_engine import ScriptedEngine
 from tests.conftest import RunningServer
+from tests.scripted_engine import ScriptedEngine
 
 Serve = Callable[..., RunningServer]
 TOOL_JSON = b'{"name": "get_weather", "arguments": {"city": "Oslo"}}'

@@ -20,9 +20,9 @@ from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.chat import ChatTemplate
 from server.core.scheduler import Job
-from server.core.scripted_engine import ScriptedEngine
 from tests.conftest import RunningServer
 from tests.error_shapes import TEXT_ENDPOINTS, assert_error_shape
+from tests.scripted_engine import ScriptedEngine
 from tests.sse import iter_sse
 
 Serve = Callable[..., RunningServer]

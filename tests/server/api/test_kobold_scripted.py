@@ -9,8 +9,8 @@ from collections.abc import Callable
 import httpx
 
 from server.config import HearthSettings
-from server.core.scripted_engine import ScriptedEngine
 from tests.conftest import RunningServer
+from tests.scripted_engine import ScriptedEngine
 from tests.sse import iter_sse
 
 Serve = Callable[..., RunningServer]

@@ -14,8 +14,8 @@ import openai
 
 from server.config import HearthSettings
 from server.core.chat import ChatTemplate
-from server.core.scripted_engine import ScriptedEngine
 from tests.conftest import RunningServer
+from tests.scripted_engine import ScriptedEngine
 
 Serve = Callable[..., RunningServer]
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from server.core.scheduler import JobState, QueueFullError, Scheduler, waiting_places
-from server.core.scripted_engine import ScriptedEngine
 from server.core.types import FinishReason, GenerationRequest
+from tests.scripted_engine import ScriptedEngine
 
 
 def request(name: str, tokens: int = 3, genkey: str = "") -> GenerationRequest:

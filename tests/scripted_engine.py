@@ -1,6 +1,7 @@
 """ScriptedEngine: a model stand-in that replays fixed token pieces, for protocol tests and for
 measuring the HTTP path alone (no model time). It follows the same Engine contract as
 LlamaCppEngine and uses the same text pipeline, so stop strings and UTF-8 behave identically.
+A test double: it lives under tests/, so the packaged binary does not carry it.
 """
 
 from __future__ import annotations

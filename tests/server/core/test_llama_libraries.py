@@ -1,0 +1,54 @@
+"""llama.cpp's shared libraries are each mapped once, the thread pool's ggml-cpu included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps"),
+]
+
+# Loads the engine (which attaches the persistent thread pool through ggml-cpu), then lists the
+# ggml/llama files mapped into the process.
+_PROBE = """
+from pathlib import Path
+from server.config import HearthSettings
+from server.core.llama_engine import LlamaCppEngine
+from server.model_file import bundled_model_path
+
+engine = LlamaCppEngine.load(bundled_model_path(), HearthSettings(contextsize=512))
+print("threadpool", engine._threadpool is not None)
+for line in Path("/proc/self/maps").read_text().splitlines():
+    fields = line.split(maxsplit=5)
+    if len(fields) == 6 and Path(fields[5]).name.startswith(("libggml", "libllama")):
+        print("mapped", fields[5])
+engine.close()
+"""
+
+
+def test_each_ggml_library_is_mapped_once() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    assert "threadpool True" in lines
+    files_by_library: defaultdict[str, set[str]] = defaultdict(set)
+    for line in lines:
+        if line.startswith("mapped "):
+            path = line.removeprefix("mapped ")
+            files_by_library[path.rsplit("/", 1)[-1].split(".so")[0]].add(path)
+    assert "libggml-cpu" in files_by_library
+    doubled = {name: files for name, files in files_by_library.items() if len(files) > 1}
+    assert not doubled, doubled
