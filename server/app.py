@@ -16,6 +16,7 @@ from server.api.anthropic.routes import router as anthropic_router
 from server.api.deps import ModelInfo
 from server.api.errors import (
     APIError,
+    IgnoredFields,
     api_error_handler,
     http_error_handler,
     request_validation_handler,
@@ -77,6 +78,7 @@ def create_app(
     )
     app.state.keepalive_seconds = keepalive_seconds
     app.state.max_request_bytes = settings.max_request_bytes
+    app.state.ignored_fields = IgnoredFields()
     app.state.request_numbers = itertools.count(1)
     app.add_exception_handler(APIError, api_error_handler)
     app.add_exception_handler(StarletteHTTPException, http_error_handler)

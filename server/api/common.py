@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import JSONResponse, Response
 
 from server.api.deps import ModelInfo
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error
@@ -87,6 +88,39 @@ async def finished_text(
     if failed(outcome):
         raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
     return text, outcome
+
+
+async def answer_when_done(
+    request: Request,
+    scheduler: Scheduler,
+    job: Job,
+    dialect: Dialect,
+    body_of: Callable[[str, GenerationOutcome], dict[str, Any]],
+) -> Response:
+    """A non-streamed request's answer: `body_of(text, outcome)` as JSON once the generation
+    is over, or nothing (499, nobody reads it) if the client left meanwhile."""
+    finished = await finished_text(request, scheduler, job, dialect)
+    if finished is None:
+        return Response(status_code=CLIENT_GONE_STATUS)
+    return JSONResponse(body_of(*finished))
+
+
+async def chat_answer_when_done(
+    request: Request,
+    scheduler: Scheduler,
+    job: Job,
+    plan: ChatPlan,
+    dialect: Dialect,
+    body_of: Callable[[ChatAnswer], dict[str, Any]],
+) -> Response:
+    """The same for a chat request: the reply read back as text and tool calls first."""
+    return await answer_when_done(
+        request,
+        scheduler,
+        job,
+        dialect,
+        lambda text, outcome: body_of(read_answer(plan, text, outcome)),
+    )
 
 
 async def run_to_end(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import re
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ BUSY_MESSAGE = "Server is busy; please try again later."
 UNAUTHORIZED_MESSAGE = "Authentication key is missing or invalid."
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+logger = logging.getLogger("hearth")
 
 
 class Dialect(enum.Enum):
@@ -127,6 +129,41 @@ def unauthorized_error(dialect: Dialect) -> APIError:
     return APIError(401, UNAUTHORIZED_MESSAGE, ErrorKind.UNAUTHORIZED, dialect)
 
 
+class IgnoredFields:
+    """Request fields Hearth accepts but does not use (clients send many): each name is logged
+    once, so nobody believes a field is honoured when it is not, and at most `limit` names,
+    so a client sending junk cannot flood the console."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._seen: set[str] = set()
+        self._limit = limit
+
+    def note(self, body: BaseModel, where: str) -> None:
+        for name in _extra_names(body):
+            if name in self._seen or len(self._seen) > self._limit:
+                continue
+            self._seen.add(name)
+            if len(self._seen) > self._limit:
+                logger.info("More unused request fields arrive; no longer listing them.")
+            else:
+                logger.info(
+                    "Ignoring request field %r on %s (Hearth does not use it).", name, where
+                )
+
+
+def _extra_names(model: BaseModel, prefix: str = "") -> list[str]:
+    """The unknown fields of `model` and of the models nested in it, as dotted names."""
+    names = [prefix + name for name in model.model_extra or {}]
+    for field_name in type(model).model_fields:
+        value = getattr(model, field_name)
+        items = value if isinstance(value, list) else [value]
+        suffix = "[]." if isinstance(value, list) else "."
+        for item in items:
+            if isinstance(item, BaseModel):
+                names += _extra_names(item, f"{prefix}{field_name}{suffix}")
+    return list(dict.fromkeys(names))
+
+
 class BodyTooLargeError(Exception):
     """A request body over `--maxrequestsize`."""
 
@@ -187,10 +224,13 @@ async def parse_json_body(
     if _SURROGATE_ESCAPE.search(raw):
         data = replace_lone_surrogates(data)
     try:
-        return model.model_validate(data)
+        body = model.model_validate(data)
     except ValidationError as exc:
         status = validation_status(dialect)
         raise APIError(status, describe_validation_error(exc), dialect=dialect) from None
+    ignored: IgnoredFields = request.app.state.ignored_fields
+    ignored.note(body, request.url.path)
+    return body
 
 
 def json_depth(value: Any) -> int:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
 from server.api import common
@@ -52,12 +52,14 @@ async def messages(
             _message_events(request, scheduler, job, plan, model.name, input_tokens),
             drop_when=job.abandoned,
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.ANTHROPIC)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    answer = common.read_answer(plan, text, outcome)
-    return JSONResponse(adapter.message_object(message_id, model.name, plan, answer))
+    return await common.chat_answer_when_done(
+        request,
+        scheduler,
+        job,
+        plan,
+        Dialect.ANTHROPIC,
+        lambda answer: adapter.message_object(message_id, model.name, plan, answer),
+    )
 
 
 @router.post(

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
 from server import __version__
@@ -66,11 +66,9 @@ async def generate(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> Response:
     job = await _admit(request, scheduler, model, settings.defaultgenamt)
-    finished = await common.finished_text(request, scheduler, job, Dialect.KOBOLD)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    return JSONResponse(adapter.generate_response(text, outcome))
+    return await common.answer_when_done(
+        request, scheduler, job, Dialect.KOBOLD, adapter.generate_response
+    )
 
 
 @router.post(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from server import __version__
 from server.api import common
@@ -61,12 +61,15 @@ async def generate(
         return ndjson_response(
             _generate_lines(request, scheduler, job, body.model), drop_when=job.abandoned
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.OLLAMA)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    return JSONResponse(
-        {**adapter.generate_chunk(body.model, text), **adapter.final_fields(outcome)}
+    return await common.answer_when_done(
+        request,
+        scheduler,
+        job,
+        Dialect.OLLAMA,
+        lambda text, outcome: {
+            **adapter.generate_chunk(body.model, text),
+            **adapter.final_fields(outcome),
+        },
     )
 
 
@@ -103,16 +106,16 @@ async def chat(
         return ndjson_response(
             _chat_lines(request, scheduler, job, plan, body.model), drop_when=job.abandoned
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.OLLAMA)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    answer = common.read_answer(plan, text, outcome)
-    return JSONResponse(
-        {
+    return await common.chat_answer_when_done(
+        request,
+        scheduler,
+        job,
+        plan,
+        Dialect.OLLAMA,
+        lambda answer: {
             **adapter.chat_chunk(body.model, answer.text, answer.tool_calls),
-            **adapter.final_fields(outcome),
-        }
+            **adapter.final_fields(answer.outcome),
+        },
     )
 
 

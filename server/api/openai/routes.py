@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
 from server.api import common
@@ -66,14 +66,18 @@ async def completions(request: Request, scheduler: SchedulerDep, model: ModelInf
         return sse_response(
             _completion_events(request, scheduler, job, body, model.name), drop_when=job.abandoned
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    result = adapter.completion_object(
-        completion_id, model.name, created, text, adapter.finish_reason(outcome)
+    return await common.answer_when_done(
+        request,
+        scheduler,
+        job,
+        Dialect.OPENAI,
+        lambda text, outcome: {
+            **adapter.completion_object(
+                completion_id, model.name, created, text, adapter.finish_reason(outcome)
+            ),
+            "usage": adapter.usage(outcome),
+        },
     )
-    return JSONResponse({**result, "usage": adapter.usage(outcome)})
 
 
 async def _completion_events(
@@ -126,13 +130,15 @@ async def chat_completions(
         return sse_response(
             _chat_events(request, scheduler, job, plan, body, model.name), drop_when=job.abandoned
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    answer = common.read_answer(plan, text, outcome)
-    return JSONResponse(
-        adapter.chat_completion(plan.generation.request_id, model.name, int(time.time()), answer)
+    return await common.chat_answer_when_done(
+        request,
+        scheduler,
+        job,
+        plan,
+        Dialect.OPENAI,
+        lambda answer: adapter.chat_completion(
+            plan.generation.request_id, model.name, int(time.time()), answer
+        ),
     )
 
 
@@ -186,12 +192,14 @@ async def responses(
         return sse_response(
             _responses_events(request, scheduler, job, plan, builder), drop_when=job.abandoned
         )
-    finished = await common.finished_text(request, scheduler, job, Dialect.OPENAI)
-    if finished is None:
-        return Response(status_code=common.CLIENT_GONE_STATUS)
-    text, outcome = finished
-    answer = common.read_answer(plan, text, outcome)
-    return JSONResponse(builder.response("completed", builder.output_for(answer), outcome))
+    return await common.chat_answer_when_done(
+        request,
+        scheduler,
+        job,
+        plan,
+        Dialect.OPENAI,
+        lambda answer: builder.response("completed", builder.output_for(answer), answer.outcome),
+    )
 
 
 def _named(event: tuple[str, dict[str, Any]]) -> ServerSentEvent:

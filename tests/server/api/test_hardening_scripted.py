@@ -317,3 +317,30 @@ def test_a_client_that_stops_reading_is_dropped_and_others_are_served(
         while chunk := slow.recv(1 << 20):
             received += len(chunk)
         assert received > 0
+
+
+def test_unused_request_fields_are_logged_once_each(
+    serve_engine: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = serve_engine(ScriptedEngine())
+    caplog.set_level(logging.INFO, logger="hearth")
+    body = {
+        "messages": [{"role": "user", "content": "Hi", "cache_control": {}}],
+        "max_tokens": 2,
+        "future_knob": 1,
+    }
+    with server.client() as client:
+        for _ in range(3):
+            assert client.post("/v1/chat/completions", json=body).is_success
+        ollama = {"model": "m", "prompt": "x", "stream": False, "options": {"mirostat": 2}}
+        assert client.post("/api/generate", json=ollama).is_success
+    lines = [r.getMessage() for r in caplog.records if "Ignoring request field" in r.message]
+    assert sorted(lines) == sorted(
+        [
+            "Ignoring request field 'future_knob' on /v1/chat/completions "
+            "(Hearth does not use it).",
+            "Ignoring request field 'messages[].cache_control' on /v1/chat/completions "
+            "(Hearth does not use it).",
+            "Ignoring request field 'options.mirostat' on /api/generate (Hearth does not use it).",
+        ]
+    )
