@@ -18,12 +18,40 @@ from server.kcpps import load_kcpps
 _SETTINGS_SUFFIXES = (".kcpps", ".kcppt")
 
 
+# KoboldCpp's flag for each setting; the settings' names are its argparse destinations.
+# Everything else about a flag (type, default, range, help) comes from HearthSettings.
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "model_param": ("--model",),
+    "host": ("--host",),
+    "port_param": ("--port",),
+    "threads": ("--threads",),
+    "contextsize": ("--contextsize",),
+    "gpulayers": ("--gpulayers",),
+    "multiuser": ("--multiuser",),
+    "parallelrequests": ("--parallelrequests",),
+    "batchsize": ("--batchsize",),
+    "password": ("--password",),
+    "maxrequestsize": ("--maxrequestsize",),
+    "defaultgenamt": ("--defaultgenamt",),
+    "quiet": ("--quiet",),
+    "nofastforward": ("--nofastforward",),
+    "noshift": ("--noshift",),
+    "jinja": ("--jinja",),
+    "jinja_tools": ("--jinjatools", "--jinja_tools"),
+    "launch": ("--launch",),
+    "skiplauncher": ("--skiplauncher",),
+    "showgui": ("--showgui",),
+}
+_METAVARS = {"model_param": "PATH", "maxrequestsize": "MB", "password": "PASSWORD"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     # SUPPRESS as the default means the namespace holds only what the user typed, which is
     # exactly the set of values that must override a config file.
     parser = argparse.ArgumentParser(
         prog="hearth",
-        description="Serve a local GGUF language model over the KoboldAI API.",
+        description="Serve a local GGUF language model to every chat client: KoboldAI, OpenAI, "
+        "Anthropic and Ollama APIs.",
         argument_default=argparse.SUPPRESS,
     )
     # Positionals get an explicit None: argparse would otherwise run `type` on SUPPRESS.
@@ -37,56 +65,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "port_positional", nargs="?", type=int, default=None, metavar="PORT", help="port"
     )
-    parser.add_argument("--model", dest="model_param", metavar="PATH", help="GGUF model file")
     parser.add_argument("--config", metavar="FILE.kcpps", help="load settings from a .kcpps file")
-    parser.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", dest="port_param", type=int, help="port (default 5001)")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: all cores, max 8)")
-    parser.add_argument("--contextsize", type=int, help="context size in tokens (default 12288)")
-    parser.add_argument("--gpulayers", type=int, help="layers to offload to a GPU")
-    parser.add_argument(
-        "--multiuser",
-        type=int,
-        nargs="?",
-        const=10,
-        help="requests in flight counting the running one; 0 = no queue (default 10)",
-    )
-    parser.add_argument(
-        "--parallelrequests", type=int, help="requests generated together (default 1 = off)"
-    )
-    parser.add_argument("--batchsize", type=int, help="prompt tokens per decode (default 512)")
-    parser.add_argument("--password", help="require 'Authorization: Bearer PASSWORD'")
-    parser.add_argument(
-        "--maxrequestsize",
-        type=int,
-        metavar="MB",
-        help="refuse request bodies larger than this many MB with 413 (default 32)",
-    )
-    parser.add_argument("--defaultgenamt", type=int, help="default tokens to generate (1536)")
-    parser.add_argument(
-        "--quiet", action="store_true", help="hide prompts and outputs in the console"
-    )
-    parser.add_argument(
-        "--nofastforward", action="store_true", help="never reuse a cached prompt prefix"
-    )
-    parser.add_argument(
-        "--noshift", action="store_true", help="no ContextShift: recompute a trimmed chat"
-    )
-    parser.add_argument(
-        "--jinja",
-        action="store_true",
-        help="KoboldCpp compatibility: the model's own chat template is always used if it has one",
-    )
-    parser.add_argument(
-        "--jinjatools",
-        "--jinja_tools",
-        dest="jinja_tools",
-        action="store_true",
-        help="tool calls in the model's own format, streamed live when recognized",
-    )
-    parser.add_argument("--skiplauncher", action="store_true", help="never open the launcher")
-    parser.add_argument("--showgui", action="store_true", help="open the launcher prefilled")
+    for name, flags in _FLAGS.items():
+        _add_setting(parser, name, flags)
     return parser
+
+
+def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, ...]) -> None:
+    field = HearthSettings.model_fields[name]
+    description = (field.description or "").rstrip(".")
+    if field.annotation is bool:
+        parser.add_argument(*flags, dest=name, action="store_true", help=description)
+        return
+    if field.annotation is not int:  # text: a path, a host, a password
+        parser.add_argument(*flags, dest=name, metavar=_METAVARS.get(name), help=description)
+        return
+    lower, upper = HearthSettings.bounds(name)
+    extra: dict[str, Any] = {}
+    if name == "multiuser":  # KoboldCpp: a bare --multiuser means the default
+        extra = {"nargs": "?", "const": field.default}
+    parser.add_argument(
+        *flags,
+        dest=name,
+        type=int,
+        metavar=_METAVARS.get(name, "N"),
+        help=f"{description} (default {field.default}; {lower} to {upper})",
+        **extra,
+    )
 
 
 @dataclass(frozen=True, slots=True)

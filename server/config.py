@@ -66,7 +66,8 @@ class HearthSettings(BaseModel):
     )
     jinja: bool = Field(
         default=False,
-        description="Use the model's own chat template (Hearth does whenever the model has one).",
+        description="KoboldCpp compatibility: the model's own chat template is always used "
+        "when it has one.",
     )
     jinja_tools: bool = Field(
         default=False,
@@ -77,6 +78,16 @@ class HearthSettings(BaseModel):
     )
     skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
     showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
+
+    @classmethod
+    def bounds(cls, name: str) -> tuple[int | None, int | None]:
+        """The (minimum, maximum) a numeric setting allows, as its field states them; the
+        command line's help and the launcher's fields take them from here."""
+        lower = upper = None
+        for constraint in cls.model_fields[name].metadata:
+            lower = getattr(constraint, "ge", lower)
+            upper = getattr(constraint, "le", upper)
+        return lower, upper
 
     @field_validator("model_param", "password", mode="before")
     @classmethod

@@ -13,6 +13,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from server.config import HearthSettings
+
 ERROR_STYLE = "color: #b3261e;"
 
 
@@ -62,10 +64,15 @@ class SettingsForm(QWidget):
         return label.text() if label is not None and not label.isHidden() else ""
 
 
-def spin_box(minimum: int, maximum: int, special: str | None = None, step: int = 1) -> QSpinBox:
-    """A bounded integer field; `special` names the minimum (e.g. "Auto" for -1)."""
+def spin_box(
+    setting: str, special: str | None = None, step: int = 1, minimum: int | None = None
+) -> QSpinBox:
+    """An integer field with the range the settings model gives `setting` (a launcher rule
+    may raise the `minimum`); `special` names the minimum (e.g. "Auto" for -1)."""
+    lower, upper = HearthSettings.bounds(setting)
+    assert lower is not None and upper is not None, f"{setting} has no range"
     box = QSpinBox()
-    box.setRange(minimum, maximum)
+    box.setRange(lower if minimum is None else minimum, upper)
     box.setSingleStep(step)
     if special:
         box.setSpecialValueText(special)

@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
+from app.settings_store import LAUNCHER_MIN_MULTIUSER
 from app.tabs.fields import SettingsForm, line_edit, spin_box
 from server.config import HearthSettings
 
@@ -34,16 +35,16 @@ class QuickLaunchTab(SettingsForm):
             picker,
             "The GGUF model to serve. Leave empty for the bundled Gemma 3 270M.",
         )
-        self.context_size = spin_box(256, 262144, step=256)
+        self.context_size = spin_box("contextsize", step=256)
         self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
-        self.threads = spin_box(-1, 256, special="Auto")
+        self.threads = spin_box("threads", special="Auto")
         self.add_row(
             "threads",
             "Threads:",
             self.threads,
             "CPU threads for generation. Auto uses every core (up to 8).",
         )
-        self.gpu_layers = spin_box(-1, 999, special="All")
+        self.gpu_layers = spin_box("gpulayers", special="All")
         self.add_row(
             "gpulayers",
             "GPU Layers:",
@@ -98,9 +99,9 @@ class NetworkTab(SettingsForm):
             "Interface to listen on. Empty: this computer only. 0.0.0.0: every "
             "network this computer is on (set a password then).",
         )
-        self.port = spin_box(1, 65535)
+        self.port = spin_box("port_param")
         self.add_row("port_param", "Port:", self.port, "TCP port of every API (default 5001).")
-        self.multiuser = spin_box(2, 1000)
+        self.multiuser = spin_box("multiuser", minimum=LAUNCHER_MIN_MULTIUSER)
         self.add_row(
             "multiuser",
             "Multiuser Queue:",
@@ -108,7 +109,7 @@ class NetworkTab(SettingsForm):
             "Requests in flight, counting the one generating; more get HTTP 503. "
             "Waiters are served in arrival order.",
         )
-        self.parallel = spin_box(1, 32)
+        self.parallel = spin_box("parallelrequests", minimum=1)  # ≤ 1 shows as 1
         self.add_row(
             "parallelrequests",
             "Parallel Requests:",
@@ -148,16 +149,16 @@ class NetworkTab(SettingsForm):
 class ContextTab(SettingsForm):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.context_size = spin_box(256, 262144, step=256)
+        self.context_size = spin_box("contextsize", step=256)
         self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
-        self.default_gen = spin_box(1, 16384)
+        self.default_gen = spin_box("defaultgenamt")
         self.add_row(
             "defaultgenamt",
             "Default Gen Amt:",
             self.default_gen,
             "Tokens generated when a request does not say (frontends usually do).",
         )
-        self.batch_size = spin_box(16, 4096, step=16)
+        self.batch_size = spin_box("batchsize", step=16, minimum=16)
         self.add_row(
             "batchsize",
             "Batch Size:",

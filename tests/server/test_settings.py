@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from server.cli import parse_command_line
+from server.cli import build_parser, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start
 from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
@@ -117,3 +117,17 @@ def test_every_bundled_preset_is_valid() -> None:
     assert presets
     for preset in presets:
         load_kcpps(preset)
+
+
+def test_every_setting_has_its_flag_with_the_models_default_and_range() -> None:
+    """The command line is derived from HearthSettings: a setting cannot be missing from it,
+    and its help states the model's own default and range."""
+    parser = build_parser()
+    assert set(HearthSettings.model_fields) <= {action.dest for action in parser._actions}
+    help_text = " ".join(parser.format_help().split())
+    for name, field in HearthSettings.model_fields.items():
+        if field.annotation is int:
+            lower, upper = HearthSettings.bounds(name)
+            assert f"(default {field.default}; {lower} to {upper})" in help_text, name
+    with pytest.raises(ValidationError):
+        parse_command_line(["--contextsize", "128"])  # below the model's minimum
