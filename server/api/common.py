@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 
 from server.api.deps import ModelInfo
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error
@@ -296,30 +297,24 @@ def failure_message(outcome: GenerationOutcome) -> str:
     return outcome.error or "generation failed"
 
 
-def sampling_from(
-    *,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    min_p: float | None = None,
-    seed: int | None = None,
-    repeat_penalty: float | None = None,
-    presence_penalty: float | None = None,
-) -> SamplingParams:
-    """Dialect sampling fields onto SamplingParams; what a client omits keeps KoboldCpp's
-    default (as KoboldCpp's own adapters do)."""
-    defaults = SamplingParams()
-    return SamplingParams(
-        temperature=defaults.temperature if temperature is None else temperature,
-        top_p=defaults.top_p if top_p is None else top_p,
-        top_k=defaults.top_k if top_k is None else top_k,
-        min_p=defaults.min_p if min_p is None else min_p,
-        seed=defaults.seed if seed is None else seed,
-        rep_pen=defaults.rep_pen if repeat_penalty is None else repeat_penalty,
-        presence_penalty=defaults.presence_penalty
-        if presence_penalty is None
-        else presence_penalty,
-    )
+# Which wire field of a dialect's request feeds which `SamplingParams` field. Each dialect
+# states its own table; a new sampling field is one line in each, plus the core.
+SamplingFields = Mapping[str, str]
+
+
+def sampling_from(source: BaseModel, fields: SamplingFields) -> SamplingParams:
+    """`SamplingParams` from `source`'s fields named in `fields` (wire name → core name); what
+    a client omitted (None) keeps KoboldCpp's default, as KoboldCpp's own adapters do.
+
+    Only declared (validated) fields are read: an unknown field of the same name, which the
+    schemas accept unchecked, must never reach the engine."""
+    declared = type(source).model_fields
+    given = {
+        core: value
+        for wire, core in fields.items()
+        if wire in declared and (value := getattr(source, wire)) is not None
+    }
+    return replace(SamplingParams(), **given)
 
 
 def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:

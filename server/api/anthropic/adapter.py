@@ -15,6 +15,7 @@ from server.api.anthropic.schemas import (
 from server.api.common import (
     ChatAnswer,
     ChatPlan,
+    SamplingFields,
     ToolChoice,
     ToolChoiceMode,
     matched_user_stop,
@@ -37,6 +38,9 @@ def _blocks_text(content: str | list[Any] | None) -> str:
         for block in content
         if getattr(block, "type", "text") == "text"
     )
+
+
+SAMPLING_FIELDS: SamplingFields = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k"}
 
 
 def chat_messages(
@@ -93,7 +97,7 @@ def messages_plan(
         request_id=request_id,
         messages=chat_messages(body.system, body.messages),
         max_tokens=body.max_tokens,
-        sampling=sampling_from(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
+        sampling=sampling_from(body, SAMPLING_FIELDS),
         stop=stop_list(body.stop_sequences),
         tools=tools_of(body.tools),
         tool_choice=tool_choice(body.tool_choice),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+from server.api.common import SamplingFields, sampling_from
 from server.api.kobold.schemas import KoboldGenerateRequest
-from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, SamplingParams
+from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 
 # KoboldCpp reports a stop-string hit as "length" (its C++ stop reason 2 falls through to the
 # default). Hearth says "stop", which is what clients expect from the other dialects too.
@@ -26,18 +28,23 @@ _PERF_STOP_REASONS = {
 }
 
 
+SAMPLING_FIELDS: SamplingFields = {
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "min_p": "min_p",
+    "rep_pen": "rep_pen",
+    "rep_pen_range": "rep_pen_range",
+    "presence_penalty": "presence_penalty",
+    "sampler_seed": "seed",
+}
+
+
 def to_generation_request(
     body: KoboldGenerateRequest, request_id: str, default_max_length: int
 ) -> GenerationRequest:
-    sampling = SamplingParams(
-        temperature=body.temperature,
-        top_k=body.top_k,
-        top_p=body.top_p,
-        min_p=body.min_p,
-        rep_pen=body.rep_pen,
-        rep_pen_range=body.rep_pen_range,
-        presence_penalty=body.presence_penalty,
-        seed=body.sampler_seed,
+    sampling = replace(
+        sampling_from(body, SAMPLING_FIELDS),
         ban_eos=body.ban_eos_token or body.use_default_badwordsids,
     )
     return GenerationRequest(

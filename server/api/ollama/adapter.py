@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from server.api.common import ChatPlan, plan_chat, sampling_from
+from server.api.common import ChatPlan, SamplingFields, plan_chat, sampling_from
 from server.api.errors import Dialect
 from server.api.ollama.schemas import (
     OllamaChatRequest,
@@ -25,16 +25,19 @@ def created_at() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+SAMPLING_FIELDS: SamplingFields = {  # fields of `options`
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "seed": "seed",
+    "repeat_penalty": "rep_pen",
+    "presence_penalty": "presence_penalty",
+}
+
+
 def _sampling(options: OllamaOptions) -> SamplingParams:
-    return sampling_from(
-        temperature=options.temperature,
-        top_p=options.top_p,
-        top_k=options.top_k,
-        min_p=options.min_p,
-        seed=options.seed,
-        repeat_penalty=options.repeat_penalty,
-        presence_penalty=options.presence_penalty,
-    )
+    return sampling_from(options, SAMPLING_FIELDS)
 
 
 def _max_tokens(options: OllamaOptions, default: int) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from server.api.common import (
     ChatAnswer,
     ChatPlan,
+    SamplingFields,
     ToolChoice,
     ToolChoiceMode,
     plan_chat,
@@ -36,16 +37,19 @@ from server.core.types import (
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 
+SAMPLING_FIELDS: SamplingFields = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "seed": "seed",
+    "repetition_penalty": "rep_pen",
+    "presence_penalty": "presence_penalty",
+}
+
+
 def _sampling(body: OpenAISamplingFields) -> SamplingParams:
-    return sampling_from(
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        min_p=body.min_p,
-        seed=body.seed,
-        repeat_penalty=body.repetition_penalty,
-        presence_penalty=body.presence_penalty,
-    )
+    return sampling_from(body, SAMPLING_FIELDS)
 
 
 # -- completions -----------------------------------------------------------------------------
@@ -309,9 +313,7 @@ def responses_plan(
         request_id=request_id,
         messages=responses_messages(body),
         max_tokens=body.max_output_tokens or default_max,
-        sampling=sampling_from(
-            temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed
-        ),
+        sampling=sampling_from(body, SAMPLING_FIELDS),
         tools=tools,
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=response_schema(text_format if isinstance(text_format, dict) else None),

@@ -344,3 +344,23 @@ def test_unused_request_fields_are_logged_once_each(
             "Ignoring request field 'options.mirostat' on /api/generate (Hearth does not use it).",
         ]
     )
+
+
+def test_only_declared_sampling_fields_reach_the_engine(serve_engine: Serve) -> None:
+    """Schemas accept unknown fields unchecked: a dialect that does not declare a sampling
+    field must not pass a same-named unknown one to the engine."""
+    engine = ScriptedEngine()
+    server = serve_engine(engine)
+    with server.client() as client:
+        body = {"input": "x", "max_output_tokens": 2, "min_p": "junk", "temperature": 0.3}
+        assert client.post("/v1/responses", json=body).is_success
+        sampling = engine.requests[-1].sampling
+        assert (sampling.min_p, sampling.temperature) == (0.0, 0.3)
+        chat = {"messages": USER, "max_tokens": 2, "min_p": 0.2, "repetition_penalty": 1.2}
+        assert client.post("/v1/chat/completions", json=chat).is_success
+        sampling = engine.requests[-1].sampling
+        assert (sampling.min_p, sampling.rep_pen) == (0.2, 1.2)
+        kobold = {"prompt": "x", "max_length": 2, "sampler_seed": 5, "rep_pen_range": 64}
+        assert client.post("/api/v1/generate", json=kobold).is_success
+        sampling = engine.requests[-1].sampling
+        assert (sampling.seed, sampling.rep_pen_range) == (5, 64)
