@@ -20,8 +20,10 @@ from server.streaming import SHUTDOWN_GRACE_SECONDS
 
 # How long open requests get to finish after shutdown began: running ones stop within a token.
 DRAIN_SECONDS = 1.5
-# uvicorn's own wait for open connections before it cancels them (after the drain).
-GRACEFUL_SECONDS = SHUTDOWN_GRACE_SECONDS + 0.5
+# uvicorn's own wait for open connections before it cancels them (after the drain): longer
+# than the grace sse-starlette gives a stream to send its ending.
+GRACEFUL_SECONDS = 3
+assert GRACEFUL_SECONDS > SHUTDOWN_GRACE_SECONDS
 _DRAIN_POLL_SECONDS = 0.02
 
 
@@ -47,7 +49,7 @@ def http_server(app: FastAPI, host: str, port: int, log_level: str = "warning") 
         port=port,
         log_level=log_level,
         access_log=False,
-        timeout_graceful_shutdown=int(GRACEFUL_SECONDS + 0.5),
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
     )
     scheduler: Scheduler = app.state.scheduler
     return HearthServer(config, scheduler)

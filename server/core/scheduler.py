@@ -182,12 +182,10 @@ class Scheduler:
             running = list(self._running)
             waiting = list(self._waiting)
             self._waiting.clear()
-        for job in running:
+        for job in running + waiting:
             job.stopped_by_shutdown = True
-            job.cancelled.set()
+            job.cancelled.set()  # a running job ends within a token
         for job in waiting:
-            job.stopped_by_shutdown = True
-            job.cancelled.set()
             self._finish_without_running(job)
 
     def idle(self) -> bool:
