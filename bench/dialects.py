@@ -56,6 +56,22 @@ def ollama(line: str) -> bool:
     return bool(data.get("response"))
 
 
+def openai_chat(line: str) -> bool:
+    data = _sse_data(line)
+    choices = data.get("choices") if data else None
+    return bool(isinstance(choices, list) and choices and choices[0]["delta"].get("content"))
+
+
+def openai_responses(line: str) -> bool:
+    data = _sse_data(line)
+    return bool(data and data.get("type") == "response.output_text.delta")
+
+
+def ollama_chat(line: str) -> bool:
+    data = json.loads(line) if line.startswith("{") else {}
+    return bool(data.get("message", {}).get("content"))
+
+
 CASES: list[tuple[str, str, dict[str, object], Extractor]] = [
     ("KoboldAI SSE", "/api/extra/generate/stream", {"max_length": 0}, kobold),
     (
@@ -66,7 +82,17 @@ CASES: list[tuple[str, str, dict[str, object], Extractor]] = [
     ),
     ("Anthropic messages", "/v1/messages", {"stream": True, "max_tokens": 0}, anthropic),
     ("Ollama generate", "/api/generate", {"model": "m", "raw": True}, ollama),
+    ("OpenAI chat", "/v1/chat/completions", {"stream": True, "max_tokens": 0}, openai_chat),
+    (
+        "OpenAI responses",
+        "/v1/responses",
+        {"stream": True, "max_output_tokens": 0},
+        openai_responses,
+    ),
+    ("Ollama chat", "/api/chat", {"model": "m"}, ollama_chat),
 ]
+
+CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/api/chat")
 
 
 def body_for(path: str, template: dict[str, object], tokens: int, index: int) -> dict[str, object]:
@@ -74,8 +100,14 @@ def body_for(path: str, template: dict[str, object], tokens: int, index: int) ->
     body = dict(template)
     if "max_length" in body:
         body.update(prompt=prompt, max_length=tokens, ban_eos_token=True)
-    elif path == "/v1/messages":
-        body.update(max_tokens=tokens, messages=[{"role": "user", "content": prompt}])
+    elif path in CHAT_PATHS:
+        body.update(messages=[{"role": "user", "content": prompt}])
+        if path == "/api/chat":
+            body.update(options={"num_predict": tokens})
+        else:
+            body.update(max_tokens=tokens)
+    elif path == "/v1/responses":
+        body.update(input=prompt, max_output_tokens=tokens)
     elif path == "/api/generate":
         body.update(prompt=prompt, options={"num_predict": tokens})
     else:
