@@ -82,6 +82,19 @@ class MainWindow(QMainWindow):
         self.save_button = QPushButton("Save Config")
         self.launch_button = QPushButton("Launch")
         self.launch_button.setDefault(True)
+        self._lay_out()
+
+        self.server = ServerProcess(self)
+        self.poller = PerfPoller(self)
+        self._ready = False
+        self._base_url = ""
+        self._mirror_duplicated_fields()
+        self._fill_presets_menu()
+        self._connect_signals()
+        self.show_settings(self.settings)
+
+    def _lay_out(self) -> None:
+        """Tabs under the notice line; presets, load and save at the left, Launch at the right."""
         bar = QHBoxLayout()
         bar.addWidget(self.presets_button)
         bar.addWidget(self.load_button)
@@ -95,12 +108,7 @@ class MainWindow(QMainWindow):
         layout.addLayout(bar)
         self.setCentralWidget(body)
 
-        self.server = ServerProcess(self)
-        self.poller = PerfPoller(self)
-        self._ready = False
-        self._base_url = ""
-        self._mirror_duplicated_fields()
-        self._fill_presets_menu()
+    def _connect_signals(self) -> None:
         self.load_button.clicked.connect(self._ask_load)
         self.save_button.clicked.connect(self._ask_save)
         self.launch_button.clicked.connect(self.launch)
@@ -111,7 +119,6 @@ class MainWindow(QMainWindow):
         self.server.exited.connect(self._on_exited)
         self.server.failed.connect(self._on_failed)
         self.poller.updated.connect(self._on_perf)
-        self.show_settings(self.settings)
 
     # -- settings <-> widgets ------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp as llama  # noqa: E402
 
 from server.config import HearthSettings  # noqa: E402
-from server.core.llama_engine import LlamaCppEngine  # noqa: E402
+from server.core.llama import LlamaCppEngine  # noqa: E402
 from server.core.types import GenerationRequest, SamplingParams  # noqa: E402
 from server.model_file import bundled_model_path  # noqa: E402
 
@@ -46,15 +46,15 @@ def fresh_prompt(index: int) -> str:
 def bench_raw(engine: LlamaCppEngine, tokens: int, index: int) -> float:
     """The bare low-level loop with the same sampler chain Hearth builds."""
     prompt = engine.tokenize(fresh_prompt(index))
-    slot = engine._slots[0]
-    engine._forget_slot(slot)
-    context, batch = engine._context, engine._batch
+    slot = engine._slots.slots[0]
+    engine._slots.forget(slot)
+    context, batch = engine._loaded.context, engine._batch.batch
     for i, token in enumerate(prompt):
         batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
         batch.seq_id[i][0], batch.logits[i] = 0, i == len(prompt) - 1
     batch.n_tokens = len(prompt)
     llama.llama_decode(context, batch)
-    sampler = engine._build_sampler(SamplingParams(seed=index, ban_eos=True), prompt)
+    sampler = engine._samplers.build(SamplingParams(seed=index, ban_eos=True), prompt, None)
     started = time.perf_counter()
     for position in range(len(prompt), len(prompt) + tokens):
         token = llama.llama_sampler_sample(sampler, context, -1)
@@ -63,7 +63,7 @@ def bench_raw(engine: LlamaCppEngine, tokens: int, index: int) -> float:
         llama.llama_decode(context, batch)
     elapsed = time.perf_counter() - started
     llama.llama_sampler_free(sampler)
-    engine._forget_slot(slot)  # the loop bypassed the engine's bookkeeping
+    engine._slots.forget(slot)  # the loop bypassed the engine's bookkeeping
     return tokens / elapsed
 
 

@@ -68,7 +68,7 @@ def wants_launcher(command_line: CommandLine) -> bool:
 def serve(settings: HearthSettings) -> int:
     """Load the model, serve until interrupted, and close the model before returning."""
     # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
-    from server.core.llama_engine import LlamaCppEngine
+    from server.core.llama import LlamaCppEngine
 
     if port_in_use(settings.listen_host, settings.port_param):
         logger.error(

@@ -80,6 +80,11 @@ def create_app(
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()
     app.state.request_numbers = itertools.count(1)
+    _add_routes_and_handlers(app)
+    return app
+
+
+def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_exception_handler(APIError, api_error_handler)
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, request_validation_handler)
@@ -94,4 +99,3 @@ def create_app(
     for router in (kobold_router, openai_router, anthropic_router, ollama_router, pages_router):
         app.include_router(router)
     document_request_models(app)
-    return app

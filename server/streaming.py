@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
@@ -46,35 +46,36 @@ class ClientDisconnectedError(Exception):
 
 
 def ndjson_response(
-    lines: AsyncIterator[dict[str, Any]], drop_when: asyncio.Event | None = None
+    bursts: AsyncIterator[Sequence[Mapping[str, object]] | None], drop_when: asyncio.Event
 ) -> Response:
-    """Ollama's framing: one compact JSON object per line. Heartbeats must be valid objects,
-    so the dialect sends those itself."""
+    """Ollama's framing: one compact JSON object per line, each burst in one write.
+    Heartbeats must be valid objects, so the dialect sends those itself."""
     response = StreamingResponse(
-        _encode_lines(lines), media_type="application/x-ndjson", headers=STREAM_HEADERS
+        _encode_lines(bursts), media_type="application/x-ndjson", headers=STREAM_HEADERS
     )
-    return DroppableResponse(response, drop_when) if drop_when is not None else response
+    return DroppableResponse(response, drop_when)
 
 
-async def _encode_lines(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    async for line in lines:
-        yield json.dumps(line).encode() + b"\n"
-
-
-SSEItem = ServerSentEvent | list[ServerSentEvent] | None
+async def _encode_lines(
+    bursts: AsyncIterator[Sequence[Mapping[str, object]] | None],
+) -> AsyncIterator[bytes]:
+    async for burst in bursts:
+        if burst:
+            yield b"".join(json.dumps(line).encode() + b"\n" for line in burst)
 
 
 def sse_response(
-    events: AsyncIterator[SSEItem], drop_when: asyncio.Event | None = None
+    bursts: AsyncIterator[Sequence[ServerSentEvent] | None], drop_when: asyncio.Event
 ) -> Response:
+    """Server-sent events, each burst in one write; None is a keep-alive comment."""
     response = EventSourceResponse(
-        _encoded(events),
+        _encoded(bursts),
         headers=STREAM_HEADERS,
         sep=SSE_LINE_END,
         ping=_NO_PERIODIC_PING,
         shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
     )
-    return DroppableResponse(response, drop_when) if drop_when is not None else response
+    return DroppableResponse(response, drop_when)
 
 
 class DroppableResponse(Response):
@@ -102,15 +103,12 @@ class DroppableResponse(Response):
             await streaming
 
 
-async def _encoded(events: AsyncIterator[SSEItem]) -> AsyncIterator[bytes]:
-    """None becomes a keep-alive comment; a list of events goes out in one write."""
-    async for item in events:
-        if item is None:
+async def _encoded(bursts: AsyncIterator[Sequence[ServerSentEvent] | None]) -> AsyncIterator[bytes]:
+    async for burst in bursts:
+        if burst is None:
             yield KEEPALIVE_BYTES
-        elif isinstance(item, list):
-            yield b"".join(encode_event(event) for event in item)
-        else:
-            yield encode_event(item)
+        elif burst:
+            yield b"".join(encode_event(event) for event in burst)
 
 
 def encode_event(event: ServerSentEvent) -> bytes:

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fastapi import Request
-from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
-
 from server.api.deps import ModelInfo
-from server.api.errors import APIError, Dialect, ErrorKind, busy_error
+from server.api.errors import APIError, Dialect, busy_error
 from server.core.chat import (
     TOOL_DECISION_QUESTION,
     ChatMessage,
@@ -38,13 +34,13 @@ from server.core.tool_stream import (
     whole_call_events,
 )
 from server.core.types import (
+    EngineEvent,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
     SamplingParams,
     TokenEvent,
 )
-from server.streaming import ClientDisconnectedError, unless_disconnected
 
 # KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
 _TOOL_CALL_MAX_TEMPERATURE = 0.5
@@ -72,65 +68,6 @@ def submit(
         raise busy_error() from None
 
 
-CLIENT_GONE_STATUS = 499  # nginx's "client closed request": nobody reads this response
-
-
-async def finished_text(
-    request: Request, scheduler: Scheduler, job: Job, dialect: Dialect
-) -> tuple[str, GenerationOutcome] | None:
-    """A non-streamed request's whole text and outcome, or None if the client left (the job
-    was cancelled). A failed generation is a real 500 in the dialect's shape."""
-    try:
-        text, outcome = await run_to_end(request, scheduler, job)
-    except ClientDisconnectedError:
-        return None
-    if outcome.server_stopping:
-        raise busy_error()  # as a full queue: the client may retry (on another server)
-    if failed(outcome):
-        raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
-    return text, outcome
-
-
-async def answer_when_done(
-    request: Request,
-    scheduler: Scheduler,
-    job: Job,
-    dialect: Dialect,
-    body_of: Callable[[str, GenerationOutcome], dict[str, Any]],
-) -> Response:
-    """A non-streamed request's answer: `body_of(text, outcome)` as JSON once the generation
-    is over, or nothing (499, nobody reads it) if the client left meanwhile."""
-    finished = await finished_text(request, scheduler, job, dialect)
-    if finished is None:
-        return Response(status_code=CLIENT_GONE_STATUS)
-    return JSONResponse(body_of(*finished))
-
-
-async def chat_answer_when_done(
-    request: Request,
-    scheduler: Scheduler,
-    job: Job,
-    plan: ChatPlan,
-    dialect: Dialect,
-    body_of: Callable[[ChatAnswer], dict[str, Any]],
-) -> Response:
-    """The same for a chat request: the reply read back as text and tool calls first."""
-    return await answer_when_done(
-        request,
-        scheduler,
-        job,
-        dialect,
-        lambda text, outcome: body_of(read_answer(plan, text, outcome)),
-    )
-
-
-async def run_to_end(
-    request: Request, scheduler: Scheduler, job: Job
-) -> tuple[str, GenerationOutcome]:
-    """Wait for a whole non-streamed answer; raises ClientDisconnectedError if the client left."""
-    return await unless_disconnected(request, scheduler.collect(job))
-
-
 class ToolChoiceMode(enum.Enum):
     NONE = "none"
     AUTO = "auto"  # the model is first asked whether it needs a tool
@@ -155,11 +92,39 @@ class ChatPlan:
     live_tool_tags: tuple[str, str] | None = None
 
 
+def text_plan(generation: GenerationRequest) -> ChatPlan:
+    """A plain-text generation (no chat, no tools) as a plan, answered the same way."""
+    return ChatPlan(generation, user_stops=generation.stop)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """What planning a chat takes from the server rather than the request."""
+
+    template: ChatTemplate
+    request_id: str
+    default_max_tokens: int
+    native_tools: bool = False  # --jinjatools
+
+
+def text_of(content: str | Sequence[object] | None, kinds: Collection[str] = ("text",)) -> str:
+    """A message's text: the string itself, or the joined text of its parts of `kinds` (OpenAI
+    content parts, Anthropic blocks; a part without a type counts as text)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        getattr(part, "text", None) or ""
+        for part in content
+        if getattr(part, "type", "text") in kinds
+    )
+
+
 def plan_chat(
-    template: ChatTemplate,
+    options: ChatOptions,
     dialect: Dialect,
     *,
-    request_id: str,
     messages: Sequence[ChatMessage],
     max_tokens: int,
     sampling: SamplingParams,
@@ -167,18 +132,18 @@ def plan_chat(
     tools: Sequence[ToolSpec] = (),
     tool_choice: ToolChoice = ToolChoice(),
     response_schema: dict[str, Any] | None = None,
-    native_tools: bool = False,
     genkey: str = "",
 ) -> ChatPlan:
     """Render the conversation and decide how tool calls are produced.
 
-    With `native_tools` (--jinjatools) and a template whose tool-call tags Hearth knows, the
-    model's own format is used and calls stream live. Otherwise the reply is a JSON-schema-bound
-    call; for "auto" the model is first asked, hidden, whether it needs one (KoboldCpp's
-    pre-poll).
+    With `options.native_tools` (--jinjatools) and a template whose tool-call tags Hearth
+    knows, the model's own format is used and calls stream live. Otherwise the reply is a
+    JSON-schema-bound call; for "auto" the model is first asked, hidden, whether it needs one
+    (KoboldCpp's pre-poll).
     """
+    template = options.template
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
-    live_tags = template.tool_call_tags if offer_tools and native_tools else None
+    live_tags = template.tool_call_tags if offer_tools and options.native_tools else None
     schema = response_schema
     decision_prompt = None
     try:
@@ -199,7 +164,7 @@ def plan_chat(
         raise APIError(400, str(exc), dialect=dialect) from None
     user_stops = tuple(s for s in stop if s)
     generation = GenerationRequest(
-        request_id=request_id,
+        request_id=options.request_id,
         prompt=rendered.prompt,
         max_tokens=max_tokens,
         sampling=sampling,
@@ -249,44 +214,42 @@ class ChatEnd:
     answer: ChatAnswer
 
 
-async def chat_events(
-    scheduler: Scheduler, job: Job, plan: ChatPlan, keepalive: float
-) -> AsyncIterator[ChatStreamEvent | ChatEnd | None]:
-    """A chat generation as dialect-neutral events; None while silent (send a keep-alive).
+class ChatReader:
+    """A chat generation's engine events as dialect-neutral chat events, ending in ChatEnd.
 
-    Plain text streams token by token; tagged tool calls stream as parsed; a grammar-bound
-    call is only known once complete, so it is buffered and then sent whole.
+    Plain text passes through token by token; tagged tool calls stream as parsed; a
+    grammar-bound call is only known once complete, so it is buffered and then sent whole.
     """
-    parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
-    parts: list[str] = []
-    async for event in scheduler.events(job, idle_timeout=keepalive):
-        if event is None:
-            yield None
-        elif isinstance(event, TokenEvent):
-            if parser is not None:
-                for item in parser.feed(event.text):
-                    yield item
-            elif plan.constrained_tools:
-                parts.append(event.text)
-            else:
-                parts.append(event.text)
-                yield TextDelta(event.text)
-        elif failed(event):
-            yield ChatEnd(ChatAnswer("".join(parts), (), event))
-        elif parser is not None:
-            for item in parser.finish():
-                yield item
-            yield ChatEnd(ChatAnswer("".join(parser.text_parts), tuple(parser.calls), event))
-        elif plan.constrained_tools:
-            answer = read_answer(plan, "".join(parts), event)
-            if answer.text:
-                yield TextDelta(answer.text)
-            for index, call in enumerate(answer.tool_calls):
-                for item in whole_call_events(index, call):
-                    yield item
-            yield ChatEnd(answer)
-        else:
-            yield ChatEnd(ChatAnswer("".join(parts), (), event))
+
+    def __init__(self, plan: ChatPlan) -> None:
+        self._plan = plan
+        self._parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
+        self._parts: list[str] = []
+
+    def read(self, event: EngineEvent) -> list[ChatStreamEvent | ChatEnd]:
+        if isinstance(event, TokenEvent):
+            return self._read_text(event.text)
+        if failed(event):
+            return [ChatEnd(ChatAnswer("".join(self._parts), (), event))]
+        if self._parser is not None:
+            items: list[ChatStreamEvent | ChatEnd] = list(self._parser.finish())
+            answer = ChatAnswer("".join(self._parser.text_parts), tuple(self._parser.calls), event)
+            return [*items, ChatEnd(answer)]
+        answer = read_answer(self._plan, "".join(self._parts), event)
+        if not self._plan.constrained_tools:
+            return [ChatEnd(answer)]
+        items = [TextDelta(answer.text)] if answer.text else []
+        for index, call in enumerate(answer.tool_calls):
+            items += whole_call_events(index, call)
+        return [*items, ChatEnd(answer)]
+
+    def _read_text(self, text: str) -> list[ChatStreamEvent | ChatEnd]:
+        if self._parser is not None:
+            return list(self._parser.feed(text))
+        self._parts.append(text)
+        if self._plan.constrained_tools or not text:
+            return []
+        return [TextDelta(text)]
 
 
 def failed(outcome: GenerationOutcome) -> bool:
@@ -295,26 +258,6 @@ def failed(outcome: GenerationOutcome) -> bool:
 
 def failure_message(outcome: GenerationOutcome) -> str:
     return outcome.error or "generation failed"
-
-
-# Which wire field of a dialect's request feeds which `SamplingParams` field. Each dialect
-# states its own table; a new sampling field is one line in each, plus the core.
-SamplingFields = Mapping[str, str]
-
-
-def sampling_from(source: BaseModel, fields: SamplingFields) -> SamplingParams:
-    """`SamplingParams` from `source`'s fields named in `fields` (wire name → core name); what
-    a client omitted (None) keeps KoboldCpp's default, as KoboldCpp's own adapters do.
-
-    Only declared (validated) fields are read: an unknown field of the same name, which the
-    schemas accept unchecked, must never reach the engine."""
-    declared = type(source).model_fields
-    given = {
-        core: value
-        for wire, core in fields.items()
-        if wire in declared and (value := getattr(source, wire)) is not None
-    }
-    return replace(SamplingParams(), **given)
 
 
 def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -18,13 +18,14 @@ import enum
 import json
 import logging
 import re
-from typing import Any, TypeVar
+from typing import Any, Literal, NotRequired, TypeVar
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
+from typing_extensions import TypedDict
 
 BUSY_MESSAGE = "Server is busy; please try again later."
 UNAUTHORIZED_MESSAGE = "Authentication key is missing or invalid."
@@ -85,21 +86,63 @@ def validation_status(dialect: Dialect) -> int:
     return 422 if dialect is Dialect.KOBOLD else 400
 
 
-def error_body(dialect: Dialect, message: str, kind: ErrorKind) -> dict[str, Any]:
+class OpenAIErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: None
+    code: str | None
+
+
+class OpenAIErrorBody(TypedDict):
+    error: OpenAIErrorDetail
+
+
+class AnthropicErrorDetail(TypedDict):
+    type: str
+    message: str
+
+
+class AnthropicErrorBody(TypedDict):
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+
+
+class OllamaErrorBody(TypedDict):
+    error: str
+
+
+class KoboldErrorDetail(TypedDict):
+    msg: str
+    type: str
+    error: NotRequired[str]
+
+
+class KoboldErrorBody(TypedDict):
+    detail: KoboldErrorDetail
+
+
+ErrorBody = OpenAIErrorBody | AnthropicErrorBody | OllamaErrorBody | KoboldErrorBody
+
+
+def error_body(dialect: Dialect, message: str, kind: ErrorKind) -> ErrorBody:
     """The JSON body of an error in `dialect`'s shape (also used in-band in streams)."""
     if dialect is Dialect.OPENAI:
         code = "invalid_api_key" if kind is ErrorKind.UNAUTHORIZED else None
-        return {
-            "error": {"message": message, "type": _OPENAI_TYPES[kind], "param": None, "code": code}
+        detail: OpenAIErrorDetail = {
+            "message": message,
+            "type": _OPENAI_TYPES[kind],
+            "param": None,
+            "code": code,
         }
+        return {"error": detail}
     if dialect is Dialect.ANTHROPIC:
         return {"type": "error", "error": {"type": _ANTHROPIC_TYPES[kind], "message": message}}
     if dialect is Dialect.OLLAMA:
         return {"error": message}
-    detail: dict[str, Any] = {"msg": message, "type": kind.value}
+    kobold: KoboldErrorDetail = {"msg": message, "type": kind.value}
     if kind is ErrorKind.UNAUTHORIZED:
-        detail = {"error": "Unauthorized", **detail}  # KoboldCpp's exact 401 body
-    return {"detail": detail}
+        kobold["error"] = "Unauthorized"  # KoboldCpp's exact 401 body
+    return {"detail": kobold}
 
 
 class APIError(Exception):

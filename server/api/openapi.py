@@ -50,3 +50,9 @@ def document_request_models(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def json_answer(model: Any) -> dict[int | str, dict[str, Any]]:
+    """`responses` for a route that returns a `Response` itself: its JSON answer (when not
+    streamed) is `model`, a TypedDict, so clients and the fuzzer know its shape."""
+    return {200: {"model": model, "description": "The answer, when not streamed"}}

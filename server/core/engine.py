@@ -1,6 +1,6 @@
 """What the scheduler needs from a model, as a Protocol, so tests can swap in a scripted engine.
 
-The real implementation is `server.core.llama_engine.LlamaCppEngine`, the only module that
+The real implementation is `server.core.llama.LlamaCppEngine`, the only package that
 imports llama_cpp.
 """
 

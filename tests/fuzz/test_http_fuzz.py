@@ -3,7 +3,9 @@ on the bundled model.
 
 Requests are generated from Hearth's own OpenAPI schema (every route documents its request
 model, see server/api/openapi.py), both valid ones and ones that break the schema on purpose.
-The properties: no response is a 5xx, and every 4xx carries its dialect's error shape.
+The properties: no response is a 5xx, every 4xx carries its dialect's error shape, and every
+2xx matches its schema: a JSON answer the schema the route documents (schemathesis's response
+conformance check), each event of a stream its dialect's typed event (tests/stream_shapes.py).
 
 Generated token counts are capped at a few tokens before sending: this fuzzes the handling of
 input, not the model's speed. `make test` runs a short pass; `make fuzz` a long one
@@ -28,6 +30,7 @@ from schemathesis.generation.modes import GenerationMode
 
 from tests.conftest import RunningServer
 from tests.error_shapes import dialect_of, shape_problem
+from tests.stream_shapes import stream_problem
 
 pytestmark = pytest.mark.model
 
@@ -96,6 +99,10 @@ class FuzzRun:
             problem = shape_problem(dialect_of(case.path), body)
             if problem is not None:
                 self.failures.setdefault((label, status), problem)
+        else:
+            problem = success_problem(case, response)
+            if problem is not None:
+                self.failures.setdefault((label, status), problem)
 
     def server_alive(self) -> bool:
         return self.server.process is None or self.server.process.poll() is None
@@ -120,6 +127,18 @@ class FuzzRun:
         except HypothesisException as exc:
             # e.g. no negative data exists for an operation without inputs
             self.counts[f"skipped ({type(exc).__name__})"] += 1
+
+
+def success_problem(case: Any, response: Any) -> str | None:
+    """What is wrong with a 2xx answer, or None: a stream event by event, JSON as documented."""
+    content_type = response.headers.get("content-type", [""])[0]
+    if content_type.startswith(("text/event-stream", "application/x-ndjson")):
+        return stream_problem(case.path, content_type, response.content.decode())
+    try:
+        case.operation.validate_response(response, case=case)
+    except Exception as exc:  # schemathesis reports each mismatch as its own exception type
+        return f"answer does not match its documented schema: {exc}"[:1000]
+    return None
 
 
 @pytest.mark.timeout(3600)  # bounded by EXAMPLES; the long run (make fuzz) takes far longer

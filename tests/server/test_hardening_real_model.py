@@ -258,3 +258,35 @@ def test_tool_call_with_penalties_does_not_crash_the_server(start_hearth: StartH
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["tool_calls"]
     assert server.process is not None and server.process.poll() is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"repeat_penalty": 5e-324},  # 0 in float32: -inf * 0 is NaN
+        {"repeat_penalty": 1e-40, "temperature": 0.8},
+        {"repeat_penalty": 1e39},
+        {"presence_penalty": 1e39},
+        {"temperature": 1e-40},
+    ],
+)
+def test_extreme_sampling_values_with_a_grammar_do_not_crash_the_server(
+    start_hearth: StartHearth, options: dict[str, float]
+) -> None:
+    """Found by the fuzzer: a repeat penalty of 5e-324 (0 as float32) turned the grammar's
+    -inf logits into NaN, greedy picked a token the grammar forbids, and the grammar threw a
+    C++ exception that ended the process. Values past float32's range did the same."""
+    server = start_hearth(["--contextsize", "256"])
+    with server.client() as client:
+        answer = client.post(
+            "/api/generate",
+            json={
+                "model": "m",
+                "prompt": "A JSON object:",
+                "format": {},
+                "stream": False,
+                "options": {"num_predict": 4, **options},
+            },
+        )
+        assert answer.status_code == 200, answer.text
+    assert server.process is not None and server.process.poll() is None

@@ -8,17 +8,12 @@ for every dialect.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
-from sse_starlette import ServerSentEvent
 
 from server import __version__
 from server.api import common
 from server.api.deps import (
-    ModelInfo,
     ModelInfoDep,
     SchedulerDep,
     SettingsDep,
@@ -26,90 +21,53 @@ from server.api.deps import (
     key_required,
 )
 from server.api.errors import APIError, Dialect, parse_json_body
-from server.api.kobold import adapter
+from server.api.kobold import adapter, formatter
 from server.api.kobold.schemas import (
+    KoboldAbortResponse,
+    KoboldBool,
+    KoboldCheckResponse,
+    KoboldDetokenized,
     KoboldDetokenizeRequest,
     KoboldGenerateRequest,
+    KoboldGenerateResponse,
     KoboldGenkeyRequest,
+    KoboldPerf,
+    KoboldResultText,
+    KoboldTokenCount,
     KoboldTokenCountRequest,
+    KoboldValue,
+    KoboldVersion,
 )
 from server.api.openapi import json_body
-from server.core.scheduler import Job, Scheduler
-from server.core.types import FinishReason, TokenEvent
-from server.streaming import SSEItem, sse_response
+from server.api.respond import Generation, Served, generation_route
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
 
 router = APIRouter(tags=["KoboldAI"])
-RequireKey = key_required(Dialect.KOBOLD)
+KOBOLD = Dialect.KOBOLD
+RequireKey = key_required(KOBOLD)
 
 
-def _new_request_id(request: Request) -> str:
-    number: int = next(request.app.state.request_numbers)
-    return f"kai-{number}"
+def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) -> Generation:
+    number: int = next(served.request.app.state.request_numbers)
+    default_max = served.settings.defaultgenamt
+    generation = adapter.to_generation_request(body, f"kai-{number}", default_max)
+    return Generation(common.text_plan(generation), formatter.GenerateWire(), stream)
 
 
-async def _admit(
-    request: Request, scheduler: Scheduler, model: ModelInfo, settings_default: int
-) -> Job:
-    """Validate the body and take a queue place, all before the first response byte."""
-    body = await parse_json_body(request, KoboldGenerateRequest)
-    generation = adapter.to_generation_request(body, _new_request_id(request), settings_default)
-    return common.submit(scheduler, model, generation, Dialect.KOBOLD)
+@generation_route(router, "/api/v1/generate", KoboldGenerateRequest, KoboldGenerateResponse, KOBOLD)
+def generate(body: KoboldGenerateRequest, served: Served) -> Generation:
+    return _generation(body, served, stream=False)
 
 
-@router.post(
-    "/api/v1/generate", dependencies=[RequireKey], openapi_extra=json_body(KoboldGenerateRequest)
-)
-async def generate(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    job = await _admit(request, scheduler, model, settings.defaultgenamt)
-    return await common.answer_when_done(
-        request, scheduler, job, Dialect.KOBOLD, adapter.generate_response
-    )
-
-
-@router.post(
-    "/api/extra/generate/stream",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldGenerateRequest),
-)
-async def generate_stream(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    job = await _admit(request, scheduler, model, settings.defaultgenamt)
-    keepalive = request.app.state.keepalive_seconds
-    return sse_response(_kobold_events(scheduler, job, keepalive), drop_when=job.abandoned)
-
-
-async def _kobold_events(
-    scheduler: Scheduler, job: Job, keepalive: float
-) -> AsyncIterator[SSEItem]:
-    async for batch in scheduler.event_batches(job, idle_timeout=keepalive):
-        if batch is None:
-            yield None
-            continue
-        events: list[ServerSentEvent] = []
-        for event in batch:
-            if isinstance(event, TokenEvent):
-                if event.text:
-                    events.append(
-                        ServerSentEvent(adapter.token_event_data(event.text), event="message")
-                    )
-                continue
-            if event.finish_reason is FinishReason.ERROR:
-                # Headers are long gone: report the failure in-band, then end as usual.
-                message = event.error or "generation failed"
-                events.append(ServerSentEvent(adapter.error_event_data(message), event="error"))
-            events.append(ServerSentEvent(adapter.final_event_data(event), event="message"))
-        if events:
-            yield events
+@generation_route(router, "/api/extra/generate/stream", KoboldGenerateRequest, None, KOBOLD)
+def generate_stream(body: KoboldGenerateRequest, served: Served) -> Generation:
+    return _generation(body, served, stream=True)
 
 
 @router.get("/api/extra/generate/check", dependencies=[RequireKey])
-async def check_get(scheduler: SchedulerDep) -> dict[str, Any]:
+async def check_get(scheduler: SchedulerDep) -> KoboldCheckResponse:
     return {"results": [{"text": scheduler.text_for("")}]}
 
 
@@ -118,7 +76,7 @@ async def check_get(scheduler: SchedulerDep) -> dict[str, Any]:
     dependencies=[RequireKey],
     openapi_extra=json_body(KoboldGenkeyRequest, required=False),
 )
-async def check_post(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
+async def check_post(request: Request, scheduler: SchedulerDep) -> KoboldCheckResponse:
     body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
     return {"results": [{"text": scheduler.text_for(body.genkey)}]}
 
@@ -128,19 +86,19 @@ async def check_post(request: Request, scheduler: SchedulerDep) -> dict[str, Any
     dependencies=[RequireKey],
     openapi_extra=json_body(KoboldGenkeyRequest, required=False),
 )
-async def abort(request: Request, scheduler: SchedulerDep) -> dict[str, Any]:
+async def abort(request: Request, scheduler: SchedulerDep) -> KoboldAbortResponse:
     body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
     result = scheduler.abort(body.genkey)
     # KoboldCpp sends these as the strings "true"/"false"; clients compare against those.
     return {"success": _kobold_bool(result.success), "done": _kobold_bool(result.done)}
 
 
-def _kobold_bool(value: bool) -> str:
+def _kobold_bool(value: bool) -> KoboldBool:
     return "true" if value else "false"
 
 
 @router.get("/api/extra/perf")
-async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> dict[str, Any]:
+async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> KoboldPerf:
     snapshot = scheduler.snapshot()
     outcome = snapshot.perf.last_outcome
     prompt_tokens = outcome.prompt_tokens if outcome else 0
@@ -165,7 +123,7 @@ async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> dict[str, Any]
         "total_img_gens": 0,
         "total_tts_gens": 0,
         "total_transcribe_gens": 0,
-        "stop_reason": adapter.perf_stop_reason(outcome),
+        "stop_reason": formatter.perf_stop_reason(outcome),
         "queue": snapshot.waiting,
         "running": snapshot.running,  # Hearth: requests generating now (batched ones too)
         "idle": 0 if snapshot.running else 1,
@@ -185,7 +143,7 @@ def _speed(tokens: int, seconds: float) -> float:
 
 
 @router.get("/api/v1/model")
-async def model_name(request: Request, model: ModelInfoDep) -> dict[str, str]:
+async def model_name(request: Request, model: ModelInfoDep) -> KoboldResultText:
     # Clients such as SillyTavern recognise KoboldCpp by this "koboldcpp/" prefix.
     if not has_valid_key(request):
         return {"result": "koboldcpp/protected-model"}
@@ -193,12 +151,12 @@ async def model_name(request: Request, model: ModelInfoDep) -> dict[str, str]:
 
 
 @router.get("/api/v1/info/version")
-async def api_version() -> dict[str, str]:
+async def api_version() -> KoboldResultText:
     return {"result": KOBOLDAI_API_VERSION}
 
 
 @router.get("/api/extra/version")
-async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> dict[str, Any]:
+async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVersion:
     return {
         "result": "KoboldCpp",
         "version": KOBOLDCPP_COMPAT_VERSION,
@@ -227,17 +185,17 @@ async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> dict[str,
 
 
 @router.get("/api/v1/config/max_context_length")
-async def max_context_length(model: ModelInfoDep) -> dict[str, int]:
+async def max_context_length(model: ModelInfoDep) -> KoboldValue:
     return {"value": model.context_size}
 
 
 @router.get("/api/extra/true_max_context_length")
-async def true_max_context_length(model: ModelInfoDep) -> dict[str, int]:
+async def true_max_context_length(model: ModelInfoDep) -> KoboldValue:
     return {"value": model.context_size}
 
 
 @router.get("/api/v1/config/max_length")
-async def max_length(settings: SettingsDep) -> dict[str, int]:
+async def max_length(settings: SettingsDep) -> KoboldValue:
     # KoboldCpp reports --hordegenlen here; the default generation amount is what a client
     # that asks really gets, so Hearth reports that.
     return {"value": settings.defaultgenamt}
@@ -253,7 +211,7 @@ async def max_length(settings: SettingsDep) -> dict[str, int]:
     dependencies=[RequireKey],
     openapi_extra=json_body(KoboldTokenCountRequest),
 )
-async def tokencount(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+async def tokencount(request: Request, model: ModelInfoDep) -> KoboldTokenCount:
     body = await parse_json_body(request, KoboldTokenCountRequest)
     ids = model.tokenizer.tokenize(body.prompt, special=body.special)
     return {"value": len(ids), "ids": ids}
@@ -264,7 +222,7 @@ async def tokencount(request: Request, model: ModelInfoDep) -> dict[str, Any]:
     dependencies=[RequireKey],
     openapi_extra=json_body(KoboldDetokenizeRequest),
 )
-async def detokenize(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+async def detokenize(request: Request, model: ModelInfoDep) -> KoboldDetokenized:
     body = await parse_json_body(request, KoboldDetokenizeRequest)
     try:
         text = model.tokenizer.detokenize(body.ids, special=body.special)

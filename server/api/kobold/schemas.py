@@ -6,11 +6,17 @@ does not implement); fields of the wrong type or out of range are a 422.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from typing_extensions import TypedDict
 
 from server.api.limits import C_INT_MAX
+from server.api.sampling import Samples
 
 MAX_STOP_SEQUENCES = 256
+# Clients send `"genkey": null` for "no key".
+Genkey = Annotated[str, BeforeValidator(lambda value: "" if value is None else value)]
 
 
 class KoboldGenerateRequest(BaseModel):
@@ -22,24 +28,19 @@ class KoboldGenerateRequest(BaseModel):
     memory: str = ""
     max_context_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
     max_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
-    temperature: float = Field(default=0.7, ge=0.0)
-    top_k: int = Field(default=100, ge=0, le=C_INT_MAX)
-    top_p: float = Field(default=0.9, ge=0.0, le=1.0)
-    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
-    rep_pen: float = Field(default=1.0, ge=0.0)
-    rep_pen_range: int = Field(default=320, ge=0, le=C_INT_MAX)
-    presence_penalty: float = 0.0
-    sampler_seed: int = -1
+    temperature: Annotated[float, Samples("temperature")] = Field(default=0.7, ge=0.0)
+    top_k: Annotated[int, Samples("top_k")] = Field(default=100, ge=0, le=C_INT_MAX)
+    top_p: Annotated[float, Samples("top_p")] = Field(default=0.9, ge=0.0, le=1.0)
+    min_p: Annotated[float, Samples("min_p")] = Field(default=0.0, ge=0.0, le=1.0)
+    rep_pen: Annotated[float, Samples("rep_pen")] = Field(default=1.0, ge=0.0)
+    rep_pen_range: Annotated[int, Samples("rep_pen_range")] = Field(default=320, ge=0, le=C_INT_MAX)
+    presence_penalty: Annotated[float, Samples("presence_penalty")] = 0.0
+    sampler_seed: Annotated[int, Samples("seed")] = -1
     stop_sequence: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
     trim_stop: bool = True
     ban_eos_token: bool = False
     use_default_badwordsids: bool = False
-    genkey: str = ""
-
-    @field_validator("genkey", mode="before")
-    @classmethod
-    def _genkey_may_be_null(cls, value: object) -> object:
-        return "" if value is None else value
+    genkey: Genkey = ""
 
 
 class KoboldGenkeyRequest(BaseModel):
@@ -47,12 +48,7 @@ class KoboldGenkeyRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    genkey: str = ""
-
-    @field_validator("genkey", mode="before")
-    @classmethod
-    def _genkey_may_be_null(cls, value: object) -> object:
-        return "" if value is None else value
+    genkey: Genkey = ""
 
 
 class KoboldTokenCountRequest(BaseModel):
@@ -71,3 +67,129 @@ class KoboldDetokenizeRequest(BaseModel):
 
     ids: list[int]
     special: bool = True
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class KoboldResult(TypedDict):
+    text: str
+    tool_calls: list[Any]
+    finish_reason: str
+    logprobs: None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class KoboldGenerateResponse(TypedDict):
+    """POST /api/v1/generate."""
+
+    results: list[KoboldResult]
+
+
+class KoboldTokenData(TypedDict):
+    """The data of each `message` event of /api/extra/generate/stream."""
+
+    token: str
+    finish_reason: str | None
+
+
+class KoboldErrorDetail(TypedDict):
+    msg: str
+    type: str
+
+
+class KoboldErrorData(TypedDict):
+    """The data of a stream's in-band `error` event."""
+
+    detail: KoboldErrorDetail
+
+
+class KoboldCheckText(TypedDict):
+    text: str
+
+
+class KoboldCheckResponse(TypedDict):
+    """/api/extra/generate/check: the text so far of a streaming request."""
+
+    results: list[KoboldCheckText]
+
+
+KoboldBool = Literal["true", "false"]  # KoboldCpp's strings; clients compare against them
+
+
+class KoboldAbortResponse(TypedDict):
+    success: KoboldBool
+    done: KoboldBool
+
+
+class KoboldResultText(TypedDict):
+    result: str
+
+
+class KoboldValue(TypedDict):
+    value: int
+
+
+class KoboldTokenCount(TypedDict):
+    value: int
+    ids: list[int]
+
+
+class KoboldDetokenized(TypedDict):
+    result: str
+    success: bool
+
+
+class KoboldPerf(TypedDict):
+    """/api/extra/perf, KoboldCpp's fields plus Hearth's `running`."""
+
+    last_process: float
+    last_eval: float
+    last_token_count: int
+    last_input_count: int
+    last_process_time: float
+    last_eval_time: float
+    last_process_speed: float
+    last_eval_speed: float
+    last_seed: int
+    last_draft_success: int
+    last_draft_failed: int
+    total_gens: int
+    total_img_gens: int
+    total_tts_gens: int
+    total_transcribe_gens: int
+    stop_reason: int
+    queue: int
+    running: int
+    idle: int
+    hordeexitcounter: int
+    uptime: float
+    idletime: float
+    quiet: bool
+
+
+class KoboldVersion(TypedDict):
+    """/api/extra/version: KoboldCpp's feature flags (only `llm` is on) and Hearth's version."""
+
+    result: str
+    version: str
+    server: str
+    hearth_version: str
+    protected: bool
+    llm: bool
+    txt2img: bool
+    vision: bool
+    audio: bool
+    transcribe: bool
+    multiplayer: bool
+    websearch: bool
+    tts: bool
+    embeddings: bool
+    music: bool
+    savedata: bool
+    admin: int
+    router: bool
+    guidance: bool
+    jinja: bool
+    mcp: bool

@@ -1,38 +1,41 @@
 """Ollama endpoints: /api/generate and /api/chat (NDJSON streams by default), /api/tags,
 /api/show, /api/version, /api/ps.
-
-NDJSON has no comment lines: ollama-python parses every line, so keep-alives during a buffered
-tool call are ordinary empty-content chunks, and a failure mid-stream is an `{"error": ...}`
-line (which the client raises as ResponseError).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
 from server import __version__
-from server.api import common
-from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.deps import ModelInfo, ModelInfoDep
 from server.api.errors import Dialect, parse_json_body
-from server.api.ollama import adapter
-from server.api.ollama.schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest
+from server.api.ollama import adapter, formatter
+from server.api.ollama.schemas import (
+    ChatChunk,
+    GenerateChunk,
+    ModelDetails,
+    ModelEntry,
+    ModelShow,
+    ModelTags,
+    OllamaChatRequest,
+    OllamaGenerateRequest,
+    OllamaShowRequest,
+    OllamaVersion,
+    RunningModel,
+    RunningModels,
+)
 from server.api.openapi import json_body
-from server.core.scheduler import Job, Scheduler
-from server.core.tool_stream import TextDelta, ToolCallDone
-from server.core.types import TokenEvent
+from server.api.respond import Generation, Served, generation_route
 from server.gguf_metadata import GGUFFormatError, GGUFSummary, file_sha256, gguf_summary, rfc3339
-from server.streaming import ndjson_response
 
 router = APIRouter(tags=["Ollama"])
-RequireKey = key_required(Dialect.OLLAMA)
+OLLAMA = Dialect.OLLAMA
 OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display it
 # Ollama turns a negative keep_alive ("never unload") into Go's longest duration,
 # math.MaxInt64 nanoseconds (api.Duration.UnmarshalJSON), and /api/ps reports
@@ -46,96 +49,16 @@ CAPABILITIES = ("completion", "tools")
 logger = logging.getLogger(__name__)
 
 
-@router.post(
-    "/api/generate", dependencies=[RequireKey], openapi_extra=json_body(OllamaGenerateRequest)
-)
-async def generate(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    body = await parse_json_body(request, OllamaGenerateRequest, Dialect.OLLAMA)
-    plan = adapter.generate_plan(
-        body, model.chat_template, common.new_id("gen-"), settings.defaultgenamt
-    )
-    job = common.submit(scheduler, model, plan.generation, Dialect.OLLAMA)
-    if body.stream:
-        return ndjson_response(
-            _generate_lines(request, scheduler, job, body.model), drop_when=job.abandoned
-        )
-    return await common.answer_when_done(
-        request,
-        scheduler,
-        job,
-        Dialect.OLLAMA,
-        lambda text, outcome: {
-            **adapter.generate_chunk(body.model, text),
-            **adapter.final_fields(outcome),
-        },
-    )
+@generation_route(router, "/api/generate", OllamaGenerateRequest, GenerateChunk, OLLAMA)
+def generate(body: OllamaGenerateRequest, served: Served) -> Generation:
+    plan = adapter.generate_plan(body, served.chat_options("gen-"))
+    return Generation(plan, formatter.GenerateWire(body.model), body.stream)
 
 
-async def _generate_lines(
-    request: Request, scheduler: Scheduler, job: Job, model: str
-) -> AsyncIterator[dict[str, Any]]:
-    keepalive = request.app.state.keepalive_seconds
-    async for event in scheduler.events(job, idle_timeout=keepalive):
-        if event is None:
-            yield adapter.generate_chunk(model, "")
-        elif isinstance(event, TokenEvent):
-            yield adapter.generate_chunk(model, event.text)
-        else:
-            if common.failed(event):
-                # ollama-python raises on the error line; other readers still see the end.
-                yield {"error": common.failure_message(event)}
-            yield {**adapter.generate_chunk(model, ""), **adapter.final_fields(event)}
-
-
-@router.post("/api/chat", dependencies=[RequireKey], openapi_extra=json_body(OllamaChatRequest))
-async def chat(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    body = await parse_json_body(request, OllamaChatRequest, Dialect.OLLAMA)
-    plan = adapter.chat_plan(
-        body,
-        model.chat_template,
-        common.new_id("chat-"),
-        settings.defaultgenamt,
-        settings.jinja_tools,
-    )
-    job = common.submit(scheduler, model, plan.generation, Dialect.OLLAMA)
-    if body.stream:
-        return ndjson_response(
-            _chat_lines(request, scheduler, job, plan, body.model), drop_when=job.abandoned
-        )
-    return await common.chat_answer_when_done(
-        request,
-        scheduler,
-        job,
-        plan,
-        Dialect.OLLAMA,
-        lambda answer: {
-            **adapter.chat_chunk(body.model, answer.text, answer.tool_calls),
-            **adapter.final_fields(answer.outcome),
-        },
-    )
-
-
-async def _chat_lines(
-    request: Request, scheduler: Scheduler, job: Job, plan: common.ChatPlan, model: str
-) -> AsyncIterator[dict[str, Any]]:
-    keepalive = request.app.state.keepalive_seconds
-    async for item in common.chat_events(scheduler, job, plan, keepalive):
-        if item is None:
-            yield adapter.chat_chunk(model, "")  # a harmless keep-alive line
-        elif isinstance(item, TextDelta):
-            yield adapter.chat_chunk(model, item.text)
-        elif isinstance(item, ToolCallDone):
-            # Ollama sends each call whole, arguments as an object.
-            yield adapter.chat_chunk(model, "", (item.call,))
-        elif isinstance(item, common.ChatEnd):
-            outcome = item.answer.outcome
-            if common.failed(outcome):
-                yield {"error": common.failure_message(outcome)}  # then the end, as above
-            yield {**adapter.chat_chunk(model, ""), **adapter.final_fields(outcome)}
+@generation_route(router, "/api/chat", OllamaChatRequest, ChatChunk, OLLAMA)
+def chat(body: OllamaChatRequest, served: Served) -> Generation:
+    plan = adapter.chat_plan(body, served.chat_options("chat-"))
+    return Generation(plan, formatter.ChatWire(body.model), body.stream)
 
 
 async def _model_file(model: ModelInfo, with_digest: bool) -> tuple[GGUFSummary, str] | None:
@@ -155,7 +78,7 @@ def _read_model_file(path: Path, with_digest: bool) -> tuple[GGUFSummary, str]:
     return gguf_summary(path), file_sha256(path) if with_digest else ""
 
 
-def _details(summary: GGUFSummary | None) -> dict[str, Any]:
+def _details(summary: GGUFSummary | None) -> ModelDetails:
     family = summary.architecture if summary else ""
     return {
         "format": "gguf",
@@ -167,9 +90,7 @@ def _details(summary: GGUFSummary | None) -> dict[str, Any]:
     }
 
 
-def _model_entry(
-    name: str, context_size: int, file: tuple[GGUFSummary, str] | None
-) -> dict[str, Any]:
+def _model_entry(name: str, context_size: int, file: tuple[GGUFSummary, str] | None) -> ModelEntry:
     summary, digest = file or (None, "")
     return {
         "name": f"{name}:latest",
@@ -196,22 +117,23 @@ def _model_info(summary: GGUFSummary | None) -> dict[str, Any]:
 
 
 @router.get("/api/tags")
-async def tags(model: ModelInfoDep) -> dict[str, Any]:
+async def tags(model: ModelInfoDep) -> ModelTags:
     file = await _model_file(model, with_digest=True)
     return {"models": [_model_entry(model.name, model.context_size, file)]}
 
 
 @router.get("/api/ps")
-async def running_models(model: ModelInfoDep) -> dict[str, Any]:
+async def running_models(model: ModelInfoDep) -> RunningModels:
     file = await _model_file(model, with_digest=True)
     entry = _model_entry(model.name, model.context_size, file)
     expires_at = rfc3339(datetime.now(UTC) + NEVER_UNLOADS)
     # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
-    return {"models": [{**entry, "expires_at": expires_at, "size_vram": 0}]}
+    running: RunningModel = {**entry, "expires_at": expires_at, "size_vram": 0}
+    return {"models": [running]}
 
 
 @router.post("/api/show", openapi_extra=json_body(OllamaShowRequest, required=False))
-async def show(request: Request, model: ModelInfoDep) -> dict[str, Any]:
+async def show(request: Request, model: ModelInfoDep) -> ModelShow:
     await parse_json_body(request, OllamaShowRequest, Dialect.OLLAMA, optional=True)
     file = await _model_file(model, with_digest=False)
     summary = file[0] if file else None
@@ -227,5 +149,5 @@ async def show(request: Request, model: ModelInfoDep) -> dict[str, Any]:
 
 
 @router.get("/api/version")
-async def version() -> dict[str, str]:
+async def version() -> OllamaVersion:
     return {"version": OLLAMA_COMPAT_VERSION, "hearth": __version__}

@@ -6,11 +6,14 @@ ignored.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
+from server.api.function_tools import FunctionDefinition
 from server.api.limits import C_INT_MAX, OptionalTopK
+from server.api.sampling import Samples
 
 
 class OllamaBase(BaseModel):
@@ -20,14 +23,14 @@ class OllamaBase(BaseModel):
 class OllamaOptions(OllamaBase):
     # -1 or absent: the server's default amount
     num_predict: int | None = Field(default=None, ge=-(C_INT_MAX + 1), le=C_INT_MAX)
-    temperature: float | None = Field(default=None, ge=0.0)
-    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    top_k: OptionalTopK = None
-    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    seed: int | None = None
+    temperature: Annotated[float | None, Samples("temperature")] = Field(default=None, ge=0.0)
+    top_p: Annotated[float | None, Samples("top_p")] = Field(default=None, ge=0.0, le=1.0)
+    top_k: Annotated[OptionalTopK, Samples("top_k")] = None
+    min_p: Annotated[float | None, Samples("min_p")] = Field(default=None, ge=0.0, le=1.0)
+    seed: Annotated[int | None, Samples("seed")] = None
     stop: list[str] | None = None
-    repeat_penalty: float | None = Field(default=None, gt=0.0)
-    presence_penalty: float | None = None
+    repeat_penalty: Annotated[float | None, Samples("rep_pen")] = Field(default=None, gt=0.0)
+    presence_penalty: Annotated[float | None, Samples("presence_penalty")] = None
 
 
 class OllamaFunctionCall(OllamaBase):
@@ -46,15 +49,9 @@ class OllamaMessage(OllamaBase):
     tool_name: str | None = None
 
 
-class OllamaFunction(OllamaBase):
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] | None = None
-
-
 class OllamaTool(OllamaBase):
     type: str = "function"
-    function: OllamaFunction
+    function: FunctionDefinition
 
 
 class OllamaGenerateRequest(OllamaBase):
@@ -85,3 +82,111 @@ class OllamaShowRequest(OllamaBase):
 
     model: str | None = None
     name: str | None = None
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class OllamaChunk(TypedDict):
+    """The fields every streamed line (and the whole answer) has; the last one adds the
+    counts and durations (nanoseconds)."""
+
+    model: str
+    created_at: str
+    done: bool
+    done_reason: NotRequired[str]
+    total_duration: NotRequired[int]
+    load_duration: NotRequired[int]
+    prompt_eval_count: NotRequired[int]
+    prompt_eval_duration: NotRequired[int]
+    eval_count: NotRequired[int]
+    eval_duration: NotRequired[int]
+
+
+class GenerateChunk(OllamaChunk):
+    """/api/generate: each line of the stream, or the whole answer."""
+
+    response: str
+
+
+class ToolFunctionOut(TypedDict):
+    index: int
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolCallOut(TypedDict):
+    function: ToolFunctionOut
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+    tool_calls: NotRequired[list[ToolCallOut]]
+
+
+class ChatChunk(OllamaChunk):
+    """/api/chat: each line of the stream, or the whole answer."""
+
+    message: AssistantMessage
+
+
+class StreamError(TypedDict):
+    """A failure after the stream began (ollama-python raises ResponseError on it)."""
+
+    error: str
+
+
+class ModelDetails(TypedDict):
+    format: str
+    family: str
+    families: list[str] | None
+    parameter_size: str
+    quantization_level: str
+    parent_model: str
+
+
+class ModelEntry(TypedDict):
+    name: str
+    model: str
+    modified_at: str | None
+    size: int
+    digest: str
+    details: ModelDetails
+    context_length: int
+
+
+class RunningModel(ModelEntry):
+    expires_at: str
+    size_vram: int
+
+
+class ModelTags(TypedDict):
+    """/api/tags."""
+
+    models: list[ModelEntry]
+
+
+class RunningModels(TypedDict):
+    """/api/ps."""
+
+    models: list[RunningModel]
+
+
+class ModelShow(TypedDict):
+    """/api/show."""
+
+    modelfile: str
+    parameters: str
+    template: str
+    details: ModelDetails
+    model_info: dict[str, Any]
+    capabilities: list[str]
+    modified_at: str | None
+
+
+class OllamaVersion(TypedDict):
+    """/api/version: the Ollama version Hearth answers as, and its own."""
+
+    version: str
+    hearth: str

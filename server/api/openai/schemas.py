@@ -9,11 +9,14 @@ KoboldCpp also accepts here (`top_k`, `min_p`, `repetition_penalty`, `genkey`) s
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
+from server.api.function_tools import FunctionDefinition
 from server.api.limits import OptionalTopK, TokenCount
+from server.api.sampling import Samples
 
 
 class OpenAIBase(BaseModel):
@@ -25,19 +28,23 @@ class OpenAIStreamOptions(OpenAIBase):
 
 
 class OpenAISamplingFields(OpenAIBase):
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    temperature: Annotated[float | None, Samples("temperature")] = Field(
+        default=None, ge=0.0, le=2.0
+    )
+    top_p: Annotated[float | None, Samples("top_p")] = Field(default=None, ge=0.0, le=1.0)
     n: int = Field(default=1, ge=1, le=1, description="Only one choice per request.")
     stream: bool = False
     stream_options: OpenAIStreamOptions | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    seed: Annotated[int | None, Samples("seed")] = None
+    presence_penalty: Annotated[float | None, Samples("presence_penalty")] = Field(
+        default=None, ge=-2.0, le=2.0
+    )
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     # KoboldCpp extras
-    top_k: OptionalTopK = None
-    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    top_k: Annotated[OptionalTopK, Samples("top_k")] = None
+    min_p: Annotated[float | None, Samples("min_p")] = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: Annotated[float | None, Samples("rep_pen")] = Field(default=None, gt=0.0)
     genkey: str = ""
 
     @property
@@ -77,15 +84,9 @@ class OpenAIChatMessage(OpenAIBase):
     tool_call_id: str | None = None
 
 
-class OpenAIFunction(OpenAIBase):
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] | None = None
-
-
 class OpenAITool(OpenAIBase):
     type: Literal["function"] = "function"
-    function: OpenAIFunction
+    function: FunctionDefinition
 
 
 class OpenAIChatRequest(OpenAISamplingFields):
@@ -129,13 +130,267 @@ class ResponsesRequest(OpenAIBase):
     input: str | list[ResponsesInputItem]
     instructions: str | None = None
     max_output_tokens: TokenCount | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    temperature: Annotated[float | None, Samples("temperature")] = Field(
+        default=None, ge=0.0, le=2.0
+    )
+    top_p: Annotated[float | None, Samples("top_p")] = Field(default=None, ge=0.0, le=1.0)
     tools: list[ResponsesTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     stream: bool = False
     # KoboldCpp extras
-    top_k: OptionalTopK = None
-    seed: int | None = None
+    top_k: Annotated[OptionalTopK, Samples("top_k")] = None
+    seed: Annotated[int | None, Samples("seed")] = None
     genkey: str = ""
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class CachedTokens(TypedDict):
+    cached_tokens: int
+
+
+class OpenAIUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: CachedTokens
+
+
+class CompletionChoice(TypedDict):
+    index: int
+    text: str
+    logprobs: None
+    finish_reason: str | None
+
+
+class Completion(TypedDict):
+    """/v1/completions' answer, and each chunk of its stream (`usage` on the last)."""
+
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: NotRequired[OpenAIUsage]
+
+
+class FunctionOut(TypedDict):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCallOut(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionOut
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str | None
+    refusal: None
+    tool_calls: NotRequired[list[ToolCallOut]]
+
+
+class ChatChoice(TypedDict):
+    index: int
+    message: AssistantMessage
+    logprobs: None
+    finish_reason: str
+
+
+class ChatCompletion(TypedDict):
+    """/v1/chat/completions' answer."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: OpenAIUsage
+
+
+class FunctionDelta(TypedDict, total=False):
+    name: str
+    arguments: str
+
+
+class ToolCallDelta(TypedDict):
+    index: int
+    id: NotRequired[str]
+    type: NotRequired[Literal["function"]]
+    function: FunctionDelta
+
+
+class ChunkDelta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: list[ToolCallDelta]
+
+
+class ChunkChoice(TypedDict):
+    index: int
+    delta: ChunkDelta
+    logprobs: None
+    finish_reason: str | None
+
+
+class ChatCompletionChunk(TypedDict):
+    """One chunk of a /v1/chat/completions stream (`usage` only on the last, if asked)."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: NotRequired[OpenAIUsage]
+
+
+class ModelEntry(TypedDict):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(TypedDict):
+    """/v1/models."""
+
+    object: Literal["list"]
+    data: list[ModelEntry]
+
+
+class OutputText(TypedDict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+    logprobs: NotRequired[list[Any]]
+
+
+class MessageItem(TypedDict):
+    type: Literal["message"]
+    id: str
+    role: Literal["assistant"]
+    status: str
+    content: list[OutputText]
+
+
+class FunctionCallItem(TypedDict):
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: str
+
+
+OutputItem = MessageItem | FunctionCallItem
+
+
+class ResponseError(TypedDict):
+    code: str
+    message: str
+
+
+class IncompleteDetails(TypedDict):
+    reason: str
+
+
+class ReasoningTokens(TypedDict):
+    reasoning_tokens: int
+
+
+class InputCachedTokens(TypedDict):
+    cached_tokens: int
+
+
+class ResponseUsage(TypedDict):
+    input_tokens: int
+    input_tokens_details: InputCachedTokens
+    output_tokens: int
+    output_tokens_details: ReasoningTokens
+    total_tokens: int
+
+
+class ResponseObject(TypedDict):
+    """/v1/responses' answer, and the `response` of its stream's lifecycle events."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: str
+    model: str
+    output: list[OutputItem]
+    output_text: str
+    error: ResponseError | None
+    incomplete_details: IncompleteDetails | None
+    instructions: str | None
+    max_output_tokens: int | None
+    parallel_tool_calls: bool
+    temperature: float | None
+    top_p: float | None
+    tool_choice: str | dict[str, Any]
+    tools: list[dict[str, Any]]
+    text: dict[str, Any]
+    metadata: dict[str, Any]
+    usage: ResponseUsage | None
+
+
+class ResponseEvent(TypedDict):
+    """The fields every Responses stream event has; the rest depend on its `type`."""
+
+    type: str
+    sequence_number: int
+
+
+class ResponseLifecycleEvent(ResponseEvent):
+    response: ResponseObject
+
+
+class ItemEvent(ResponseEvent):
+    output_index: int
+    item: OutputItem
+
+
+class ContentPartEvent(ResponseEvent):
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OutputText
+
+
+class TextDeltaEvent(ResponseEvent):
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    logprobs: list[Any]
+
+
+class TextDoneEvent(ResponseEvent):
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    logprobs: list[Any]
+
+
+class ArgumentsDeltaEvent(ResponseEvent):
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class ArgumentsDoneEvent(ResponseEvent):
+    item_id: str
+    output_index: int
+    name: str
+    arguments: str
+
+
+class ErrorEvent(ResponseEvent):
+    code: str
+    message: str
+    param: None

@@ -1,13 +1,16 @@
-"""llama.cpp's shared libraries are each mapped once, the thread pool's ggml-cpu included."""
+"""llama.cpp's shared libraries are each mapped once, the thread pool's ggml-cpu included, and
+the hand-copied ctypes struct matches the loaded ggml."""
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 from collections import defaultdict
 
 import pytest
 
+from server.core.llama.native import GgmlThreadpoolParams, check_struct_layouts
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -20,11 +23,11 @@ pytestmark = [
 _PROBE = """
 from pathlib import Path
 from server.config import HearthSettings
-from server.core.llama_engine import LlamaCppEngine
+from server.core.llama import LlamaCppEngine
 from server.model_file import bundled_model_path
 
 engine = LlamaCppEngine.load(bundled_model_path(), HearthSettings(contextsize=512))
-print("threadpool", engine._threadpool is not None)
+print("threadpool", engine._loaded.threadpool is not None)
 for line in Path("/proc/self/maps").read_text().splitlines():
     fields = line.split(maxsplit=5)
     if len(fields) == 6 and Path(fields[5]).name.startswith(("libggml", "libllama")):
@@ -52,3 +55,23 @@ def test_each_ggml_library_is_mapped_once() -> None:
     assert "libggml-cpu" in files_by_library
     doubled = {name: files for name, files in files_by_library.items() if len(files) > 1}
     assert not doubled, doubled
+
+
+def test_the_pinned_ggml_matches_the_threadpool_struct() -> None:
+    assert check_struct_layouts() is None
+
+
+class _WithoutLastField(ctypes.Structure):
+    """The struct as an older ggml.h had it, one field short."""
+
+    _fields_ = GgmlThreadpoolParams._fields_[:-1]
+
+
+class _FieldsSwapped(ctypes.Structure):
+    _fields_ = [GgmlThreadpoolParams._fields_[i] for i in (0, 1, 3, 2, 4, 5)]
+
+
+@pytest.mark.parametrize("layout", [_WithoutLastField, _FieldsSwapped])
+def test_a_struct_that_differs_from_ggml_is_caught(layout: type[ctypes.Structure]) -> None:
+    problem = check_struct_layouts(layout)
+    assert problem is not None and "ggml_threadpool_params" in problem

@@ -1,0 +1,229 @@
+"""One way to answer a generation request, whichever dialect asked.
+
+A dialect registers each generation endpoint with `generation_route`, giving a planner: body →
+`Generation` (the `ChatPlan` from its adapter and the `WireFormat` from its formatter).
+Everything else is here, once: the password check, parsing the body, taking a queue place (503 with
+KoboldCpp's body when full), waiting for a whole answer while watching for the client to leave,
+reading engine events as chat events, keep-alives while silent, and one write per burst of ready
+events. A dialect only says how an answer, or each event of a stream, looks on its wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from sse_starlette import ServerSentEvent
+
+from server.api.common import (
+    ChatAnswer,
+    ChatEnd,
+    ChatOptions,
+    ChatPlan,
+    ChatReader,
+    failed,
+    failure_message,
+    new_id,
+    read_answer,
+    submit,
+)
+from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
+from server.api.openapi import json_answer, json_body
+from server.config import HearthSettings
+from server.core.scheduler import Job, Scheduler
+from server.core.tool_stream import ChatStreamEvent
+from server.streaming import (
+    ClientDisconnectedError,
+    ndjson_response,
+    sse_response,
+    unless_disconnected,
+)
+
+CLIENT_GONE_STATUS = 499  # nginx's "client closed request": nobody reads this response
+
+Item = TypeVar("Item")  # one unit of a dialect's stream: an SSE event, an NDJSON object
+Burst = list[Item]
+
+
+class WireFormat(ABC, Generic[Item]):
+    """How one dialect writes the answer to one request, whole or streamed.
+
+    An instance serves one request, so it may keep the stream's state (open blocks, indexes).
+    """
+
+    dialect: ClassVar[Dialect]
+
+    @abstractmethod
+    def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
+        """The non-streamed answer's JSON body."""
+
+    def opening(self) -> Burst[Item]:
+        """What a stream sends before any event (a role chunk, a start event)."""
+        return []
+
+    @abstractmethod
+    def event(self, item: ChatStreamEvent) -> Burst[Item]:
+        """A piece of text or of a tool call."""
+
+    @abstractmethod
+    def ending(self, answer: ChatAnswer) -> Burst[Item]:
+        """The end of a stream: finish reason and usage, or a failure in-band."""
+
+    @abstractmethod
+    def keepalive(self) -> Burst[Item] | None:
+        """Sent while the generation is silent; None for the framing's own (SSE comment)."""
+
+    @abstractmethod
+    def response(
+        self, bursts: AsyncIterator[Burst[Item] | None], drop_when: asyncio.Event
+    ) -> Response:
+        """The streaming response that frames these items."""
+
+
+class SSEFormat(WireFormat[ServerSentEvent]):
+    def keepalive(self) -> None:
+        return None
+
+    def response(
+        self, bursts: AsyncIterator[Burst[ServerSentEvent] | None], drop_when: asyncio.Event
+    ) -> Response:
+        return sse_response(bursts, drop_when)
+
+
+Line = TypeVar("Line", bound=Mapping[str, object])  # one NDJSON object
+
+
+class NDJSONFormat(WireFormat[Line]):
+    def response(
+        self, bursts: AsyncIterator[Burst[Line] | None], drop_when: asyncio.Event
+    ) -> Response:
+        return ndjson_response(bursts, drop_when)
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What planning a generation may use besides its body."""
+
+    request: Request
+    settings: HearthSettings
+    model: ModelInfo
+
+    def chat_options(self, id_prefix: str) -> ChatOptions:
+        return ChatOptions(
+            self.model.chat_template,
+            new_id(id_prefix),
+            self.settings.defaultgenamt,
+            self.settings.jinja_tools,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A planned generation, the wire it is answered in, and whether it streams."""
+
+    plan: ChatPlan
+    wire: WireFormat[Any]
+    stream: bool
+
+
+Body = TypeVar("Body", bound=BaseModel)
+Planner = Callable[[Body, Served], Generation]
+
+
+def generation_route(
+    router: APIRouter, path: str, body_model: type[Body], answer: Any, dialect: Dialect
+) -> Callable[[Planner[Body]], Planner[Body]]:
+    """Register a generation endpoint at `path`: its password check, its body parsed in the
+    dialect's error shape, then the decorated planner's generation served. `answer` documents
+    the whole (non-streamed) answer's shape, or is None."""
+
+    def register(planner: Planner[Body]) -> Planner[Body]:
+        async def endpoint(
+            request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+        ) -> Response:
+            body = await parse_json_body(request, body_model, dialect)
+            generation = planner(body, Served(request, settings, model))
+            return await serve(
+                request,
+                scheduler,
+                model,
+                generation.plan,
+                generation.wire,
+                stream=generation.stream,
+            )
+
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["POST"],
+            name=planner.__name__,
+            dependencies=[key_required(dialect)],
+            openapi_extra=json_body(body_model),
+            responses=None if answer is None else json_answer(answer),
+        )
+        return planner
+
+    return register
+
+
+async def serve(
+    request: Request,
+    scheduler: Scheduler,
+    model: ModelInfo,
+    plan: ChatPlan,
+    wire: WireFormat[Any],
+    *,
+    stream: bool,
+) -> Response:
+    """Queue the plan's generation and answer it in `wire`'s dialect, streamed or whole."""
+    job = submit(scheduler, model, plan.generation, wire.dialect)
+    if stream:
+        keepalive: float = request.app.state.keepalive_seconds
+        return wire.response(_bursts(scheduler, job, plan, wire, keepalive), job.abandoned)
+    answer = await _finished_answer(request, scheduler, job, plan, wire.dialect)
+    if answer is None:
+        return Response(status_code=CLIENT_GONE_STATUS)
+    return JSONResponse(wire.whole(answer))
+
+
+async def _bursts(
+    scheduler: Scheduler, job: Job, plan: ChatPlan, wire: WireFormat[Item], keepalive: float
+) -> AsyncIterator[Burst[Item] | None]:
+    """The stream in bursts: what arrived between two looks goes out in one write."""
+    opening = wire.opening()
+    if opening:
+        yield opening
+    reader = ChatReader(plan)
+    async for batch in scheduler.event_batches(job, idle_timeout=keepalive):
+        if batch is None:
+            yield wire.keepalive()
+            continue
+        burst: Burst[Item] = []
+        for event in batch:
+            for item in reader.read(event):
+                burst += wire.ending(item.answer) if isinstance(item, ChatEnd) else wire.event(item)
+        if burst:
+            yield burst
+
+
+async def _finished_answer(
+    request: Request, scheduler: Scheduler, job: Job, plan: ChatPlan, dialect: Dialect
+) -> ChatAnswer | None:
+    """A non-streamed request's answer, or None if the client left (the job was cancelled).
+    A failed generation is a real 500 in the dialect's shape."""
+    try:
+        text, outcome = await unless_disconnected(request, scheduler.collect(job))
+    except ClientDisconnectedError:
+        return None
+    if outcome.server_stopping:
+        raise busy_error()  # as a full queue: the client may retry (on another server)
+    if failed(outcome):
+        raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
+    return read_answer(plan, text, outcome)

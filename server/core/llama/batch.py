@@ -1,0 +1,73 @@
+"""The llama_batch of one decode: each generating sequence's next token, then prompt chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+
+import llama_cpp as llama
+
+from server.core.llama.sequence import Sequence
+from server.core.llama.slots import PROMPT_BLOCK
+
+Added = list[tuple[Sequence, list[int]]]
+
+
+class Batch:
+    """One reusable llama_batch of `size` rows; `blocked`: prompts go in aligned blocks."""
+
+    def __init__(self, size: int, *, blocked: bool) -> None:
+        self.size = size
+        self.batch = llama.llama_batch_init(size, 0, 1)
+        self._blocked = blocked
+
+    def free(self) -> None:
+        llama.llama_batch_free(self.batch)
+
+    def fill(self, active: Seq[Sequence]) -> tuple[Added, int]:
+        """Put each generating sequence's next token in the batch, then prompt chunks in
+        the room left. Returns what each sequence added and the rows used."""
+        added: Added = []
+        used = 0
+        for sequence in active:
+            if sequence.next_token is not None and used < self.size:
+                self._put(used, sequence.next_token, len(sequence.slot.cached), sequence, True)
+                sequence.logits_row = used
+                added.append((sequence, [sequence.next_token]))
+                used += 1
+        for sequence in active:
+            chunk = self._prompt_chunk(sequence, self.size - used)
+            if not chunk:
+                continue
+            completes = sequence.decoded + len(chunk) == len(sequence.prompt)
+            for offset, token in enumerate(chunk):
+                last = completes and offset == len(chunk) - 1
+                self._put(used, token, sequence.decoded + offset, sequence, last)
+                if last:
+                    sequence.logits_row = used
+                used += 1
+            sequence.decoded += len(chunk)
+            added.append((sequence, chunk))
+        self.batch.n_tokens = used
+        return added, used
+
+    def _prompt_chunk(self, sequence: Sequence, room: int) -> list[int]:
+        """The part of a waiting prompt to decode now, in at most `room` rows."""
+        if sequence.next_token is not None or room <= 0:
+            return []
+        start = sequence.decoded
+        end = min(start + room, len(sequence.prompt))
+        if self._blocked:
+            # One aligned block per sequence per decode (see PROMPT_BLOCK); a block that does
+            # not fit waits for the next step rather than being cut differently.
+            end = min((start // PROMPT_BLOCK + 1) * PROMPT_BLOCK, len(sequence.prompt))
+            if end - start > room:
+                return []
+        return sequence.prompt[start:end]
+
+    def _put(self, row: int, token: int, position: int, sequence: Sequence, logits: bool) -> None:
+        batch = self.batch
+        batch.token[row] = token
+        batch.pos[row] = position
+        batch.n_seq_id[row] = 1
+        batch.seq_id[row][0] = sequence.slot.seq_id
+        batch.logits[row] = logits

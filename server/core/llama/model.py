@@ -1,0 +1,194 @@
+"""A loaded GGUF with its context: loading, the tokenizer, metadata, fitting a prompt."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import llama_cpp as llama
+
+from server.config import HearthSettings
+from server.core.chat import ChatTemplate
+from server.core.engine import EngineError
+from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
+from server.core.types import GenerationRequest
+
+logger = logging.getLogger(__name__)
+
+_PIECE_BUFFER_BYTES = 256
+DEFAULT_BATCH = 512
+# KoboldCpp keeps at least this share of the context for the prompt: a max_length that would
+# leave less is cut down to fit.
+_MIN_PROMPT_SHARE = 0.2
+# An upper bound on the characters of one token (vocabularies' longest pieces are runs of
+# spaces or symbols well below this).
+_MAX_TOKEN_CHARS = 128
+
+
+def model_display_name(path: Path) -> str:
+    """KoboldCpp's model name: the file stem without characters outside [\\w.-]."""
+    return re.sub(r"[^\w.\-]", "", path.stem)
+
+
+def _model_params(settings: HearthSettings, progress: Any) -> Any:
+    params = llama.llama_model_default_params()
+    params.n_gpu_layers = settings.gpulayers if settings.gpulayers >= 0 else 999
+    # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
+    # sequence's logits would depend on how many others share its batch and the same seed
+    # could give another text batched than alone. Batched serving goes without it (measured
+    # here: no loss of speed on the bundled model); a single slot keeps it.
+    params.use_extra_bufts = settings.parallelrequests <= 1
+    params.progress_callback = progress
+    return params
+
+
+def _context_params(settings: HearthSettings) -> Any:
+    batch = settings.batchsize if settings.batchsize > 0 else DEFAULT_BATCH
+    params = llama.llama_context_default_params()
+    params.n_ctx = settings.contextsize
+    params.n_batch = batch
+    params.n_ubatch = batch
+    # With parallel requests the context is shared out evenly among the slots, as
+    # llama-server's -np does; each slot keeps its own KV cache (and so its own prefix).
+    params.n_seq_max = max(1, settings.parallelrequests)
+    params.kv_unified = False
+    params.n_threads = settings.thread_count
+    params.n_threads_batch = settings.thread_count
+    params.no_perf = True
+    # Sliding-window layers (Gemma 3) normally keep only the window, which makes a partial
+    # cache removal impossible and so defeats prefix reuse; the full-size cache allows it.
+    params.swa_full = True
+    return params
+
+
+class LoadedModel:
+    """The model, its context and vocabulary; freed once by `close()`."""
+
+    def __init__(self, model: Any, context: Any, path: Path, threadpool: Threadpool | None):
+        self.model = model
+        self.context = context
+        self.path = path
+        self.vocab = llama.llama_model_get_vocab(model)
+        self.memory = llama.llama_get_memory(context)
+        self.n_ctx = int(llama.llama_n_ctx(context))
+        self.slot_context = int(llama.llama_n_ctx_seq(context))
+        self.n_vocab = int(llama.llama_vocab_n_tokens(self.vocab))
+        self.add_bos = bool(llama.llama_vocab_get_add_bos(self.vocab))
+        self.bos = int(llama.llama_vocab_bos(self.vocab))
+        self.end_tokens = [
+            t for t in range(self.n_vocab) if llama.llama_vocab_is_eog(self.vocab, t)
+        ]
+        self.can_shift = bool(llama.llama_memory_can_shift(self.memory))
+        self.threadpool = threadpool
+        self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.chat_template = ChatTemplate(
+            self.metadata("tokenizer.chat_template"),
+            self.metadata("general.architecture") or "",
+            bos_token=self.token_bytes(self.bos, True).decode(),
+            eos_token=self.token_bytes(int(llama.llama_vocab_eos(self.vocab)), True).decode(),
+        )
+
+    @classmethod
+    def load(cls, path: Path, settings: HearthSettings) -> LoadedModel:
+        """Load the model and create its context, logging progress in steps of 10%."""
+        quiet_llama_logs()
+        llama.llama_backend_init()
+        callback = llama.llama_progress_callback(ProgressReporter(path.name))
+        model = llama.llama_model_load_from_file(
+            str(path).encode(), _model_params(settings, callback)
+        )
+        if not model:
+            raise EngineError(f"{path}: llama.cpp could not load this model file")
+        context = llama.llama_init_from_model(model, _context_params(settings))
+        if not context:
+            llama.llama_model_free(model)
+            raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
+        threadpool = Threadpool.attach(context, settings.thread_count)
+        return cls(model, context, path, threadpool)
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self.threadpool is not None:
+                self.threadpool.detach(self.context)
+            llama.llama_free(self.context)
+            llama.llama_model_free(self.model)
+
+    # -- tokenizer -------------------------------------------------------------------------
+
+    def metadata(self, key: str) -> str | None:
+        size = llama.llama_model_meta_val_str(self.model, key.encode(), None, 0)
+        if size < 0:
+            return None
+        buffer = ctypes.create_string_buffer(size + 1)
+        llama.llama_model_meta_val_str(self.model, key.encode(), buffer, size + 1)
+        return buffer.value.decode("utf-8", errors="replace")
+
+    def tokenize(self, text: str, *, add_bos: bool, parse_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buffer = (llama.llama_token * capacity)()
+        count = llama.llama_tokenize(
+            self.vocab, data, len(data), buffer, capacity, add_bos, parse_special
+        )
+        if count < 0:  # buffer too small: llama.cpp says how many it needs
+            capacity = -count
+            buffer = (llama.llama_token * capacity)()
+            count = llama.llama_tokenize(
+                self.vocab, data, len(data), buffer, capacity, add_bos, parse_special
+            )
+        return list(buffer[:count])
+
+    def detokenize(self, ids: list[int], special: bool) -> str:
+        bad = [i for i in ids if not 0 <= i < self.n_vocab]
+        if bad:
+            raise ValueError(f"token ids out of range 0..{self.n_vocab - 1}: {bad[:5]}")
+        # Called from the event loop while the worker thread generates: its own buffer, never
+        # the generation's (`self._piece`).
+        buffer = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
+        pieces = b"".join(self.token_bytes(i, special, buffer) for i in ids)
+        return pieces.decode("utf-8", errors="replace")
+
+    def token_bytes(self, token: int, special: bool, buffer: Any = None) -> bytes:
+        """A token's bytes, read through `buffer` (default: the generation thread's own)."""
+        piece = self._piece if buffer is None else buffer
+        length = llama.llama_token_to_piece(
+            self.vocab, token, piece, _PIECE_BUFFER_BYTES, 0, special
+        )
+        if length < 0:  # piece longer than the buffer (never seen in practice)
+            bigger = ctypes.create_string_buffer(-length)
+            length = llama.llama_token_to_piece(self.vocab, token, bigger, -length, 0, special)
+            return bigger.raw[:length]
+        return piece.raw[:length]
+
+    def is_end(self, token: int) -> bool:
+        return bool(llama.llama_vocab_is_eog(self.vocab, token))
+
+    def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
+        """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays
+        whole. Returns (max_tokens, prompt tokens)."""
+        limit = self.slot_context
+        if request.max_context_length is not None:
+            limit = min(limit, request.max_context_length)
+        max_tokens = max(min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
+        # BOS belongs to the kept head with `memory`: trimming must never cut it off.
+        head = [self.bos] if self.add_bos else []
+        head += self.tokenize(request.memory, add_bos=False, parse_special=True)
+        # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
+        # would cost seconds and memory for nothing. No token is longer than
+        # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
+        text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
+        prompt = self.tokenize(text, add_bos=False, parse_special=True)
+        room = max(limit - max_tokens - len(head), 1)
+        if len(prompt) > room:
+            prompt = prompt[len(prompt) - room :]
+        tokens = head + prompt or [self.bos]  # an empty prompt still needs a token to start
+        return max_tokens, tokens[-limit:]
