@@ -1,10 +1,14 @@
 """Streaming speed of each dialect against the KoboldAI stream, measured in the same run.
 
-    .venv/bin/python bench/dialects.py [--tokens 150] [--repeats 3]
+    .venv/bin/python -m bench.dialects [--tokens 150] [--repeats 3] [--baseline DIR]
 
 Starts `python -m server` on the bundled model and streams the same prompt through every
 dialect with a raw HTTP client, so only the server's framing differs. Prints, per dialect, the
 median time to the first text and text events per second, and their ratio to KoboldAI SSE.
+
+With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/before HEAD~1`), a second
+server runs from there and every stream is measured on both, alternately, so a change's effect
+on each dialect is read as a ratio from the same run rather than across two runs.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from bench.servers import hearth_command, start_server, stop_server
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 5098
 BASE = f"http://127.0.0.1:{PORT}"
+BASELINE_PORT = 5099
+BASELINE = f"http://127.0.0.1:{BASELINE_PORT}"
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 
 Extractor = Callable[[str], bool]  # does this line carry text?
@@ -115,10 +121,12 @@ def body_for(path: str, template: dict[str, object], tokens: int, index: int) ->
     return body
 
 
-def measure(path: str, body: dict[str, object], has_text: Extractor) -> tuple[float, float]:
+def measure(
+    path: str, body: dict[str, object], has_text: Extractor, base: str = BASE
+) -> tuple[float, float]:
     started = time.perf_counter()
     arrivals: list[float] = []
-    with httpx.stream("POST", BASE + path, json=body, timeout=120) as response:
+    with httpx.stream("POST", base + path, json=body, timeout=120) as response:
         for line in response.iter_lines():
             if has_text(line):
                 arrivals.append(time.perf_counter())
@@ -127,31 +135,71 @@ def measure(path: str, body: dict[str, object], has_text: Extractor) -> tuple[fl
     return first, rate
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tokens", type=int, default=150)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    server = start_server(hearth_command(PORT), BASE, "/api/extra/version")
-    try:
-        results: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in CASES}
-        for index in range(args.repeats):  # interleaved, so drift hits every dialect alike
-            for name, path, template, has_text in CASES:
-                body = body_for(path, template, args.tokens, index * 10 + len(results[name]))
-                results[name].append(measure(path, body, has_text))
-    finally:
-        stop_server(server)
-    base_first = statistics.median(f for f, _ in results["KoboldAI SSE"])
-    base_rate = statistics.median(r for _, r in results["KoboldAI SSE"])
-    print(f"bundled model, 2 threads, {args.tokens} tokens, median of {args.repeats}")
+Samples = dict[str, list[tuple[float, float]]]
+
+
+def run_cases(repeats: int, tokens: int, bases: list[str]) -> list[Samples]:
+    """Every case `repeats` times on each server; interleaved, so drift hits all alike."""
+    results: list[Samples] = [{name: [] for name, *_ in CASES} for _ in bases]
+    for index in range(repeats):
+        for name, path, template, has_text in CASES:
+            body = body_for(path, template, tokens, index * 10 + len(results[0][name]))
+            order = list(enumerate(bases))
+            if index % 2:
+                order.reverse()  # neither server always goes first
+            for which, base in order:
+                results[which][name].append(measure(path, body, has_text, base))
+    return results
+
+
+def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(f for f, _ in samples), statistics.median(r for _, r in samples)
+
+
+def print_table(results: Samples, tokens: int, repeats: int) -> None:
+    base_first, base_rate = medians(results["KoboldAI SSE"])
+    print(f"bundled model, 2 threads, {tokens} tokens, median of {repeats}")
     print(f"  {'dialect':20s} {'first text':>11s} {'events/s':>9s} {'rate ratio':>11s}")
     for name, samples in results.items():
-        first = statistics.median(f for f, _ in samples)
-        rate = statistics.median(r for _, r in samples)
+        first, rate = medians(samples)
         print(
             f"  {name:20s} {first * 1000:9.0f}ms {rate:9.1f} {rate / base_rate:11.3f}"
             f"   (first text {1000 * (first - base_first):+.0f} ms vs KoboldAI)"
         )
+
+
+def print_comparison(now: Samples, before: Samples) -> None:
+    print("this checkout against the baseline, same run (ratio > 1: this one is faster)")
+    print(f"  {'dialect':20s} {'events/s':>9s} {'baseline':>9s} {'ratio':>7s} {'first text':>11s}")
+    for name in now:
+        first, rate = medians(now[name])
+        old_first, old_rate = medians(before[name])
+        print(
+            f"  {name:20s} {rate:9.1f} {old_rate:9.1f} {rate / old_rate:7.3f}"
+            f" {1000 * (first - old_first):+9.0f}ms"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", type=int, default=150)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare against")
+    args = parser.parse_args()
+    servers = [start_server(hearth_command(PORT), BASE, "/api/extra/version")]
+    bases = [BASE]
+    try:
+        if args.baseline is not None:
+            command = hearth_command(BASELINE_PORT)
+            servers.append(start_server(command, BASELINE, "/api/extra/version", cwd=args.baseline))
+            bases.append(BASELINE)
+        results = run_cases(args.repeats, args.tokens, bases)
+    finally:
+        for server in servers:
+            stop_server(server)
+    print_table(results[0], args.tokens, args.repeats)
+    if args.baseline is not None:
+        print_comparison(results[0], results[1])
 
 
 if __name__ == "__main__":

@@ -34,11 +34,15 @@ def hearth_command(port: int, *extra: str) -> list[str]:
 
 
 def start_server(
-    command: Sequence[str], base_url: str, probe: str, timeout: float = 300
+    command: Sequence[str],
+    base_url: str,
+    probe: str,
+    timeout: float = 300,
+    cwd: Path = ROOT,
 ) -> subprocess.Popen[bytes]:
-    """Start a server and return once `probe` answers 200."""
+    """Start a server (from checkout `cwd`) and return once `probe` answers 200."""
     process = subprocess.Popen(
-        list(command), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        list(command), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
