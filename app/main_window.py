@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
@@ -138,25 +137,7 @@ class MainWindow(QMainWindow):
         values: dict[str, Any] = {}
         for form in self._forms():
             values.update(form.read())
-        problems: dict[str, str] = {}
-        model = values.get("model_param")
-        if model and not Path(model).is_file():
-            problems["model_param"] = "No such file."
-        elif model:
-            # The server's own header check (imported here: it brings numpy along), so a file
-            # that is not a GGUF or is cut short never starts a doomed server.
-            from server.model_file import ModelFileError, check_gguf_file
-
-            try:
-                check_gguf_file(Path(model))
-            except ModelFileError as exc:
-                problems["model_param"] = str(exc)
-        try:
-            settings = HearthSettings.model_validate({**self.settings.model_dump(), **values})
-        except ValidationError as exc:
-            for error in exc.errors():
-                problems.setdefault(str(error["loc"][0]), error["msg"])
-            settings = None
+        settings, problems = settings_store.validate_form(self.settings, values)
         if problems:
             for key, message in problems.items():
                 for form in self._forms():

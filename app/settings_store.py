@@ -25,6 +25,34 @@ MAX_RECENT = 8
 LAUNCHER_MIN_MULTIUSER = 2
 
 
+def validate_form(
+    current: HearthSettings, values: dict[str, Any]
+) -> tuple[HearthSettings | None, dict[str, str]]:
+    """The form's `values` over `current` as settings, or None and a message per settings key.
+
+    A model file must exist and pass the server's own header check, so a file that is not a
+    GGUF or is cut short never starts a doomed server."""
+    problems: dict[str, str] = {}
+    model = values.get("model_param")
+    if model and not Path(model).is_file():
+        problems["model_param"] = "No such file."
+    elif model:
+        # Imported here: it brings numpy along, which the launcher's start does not need.
+        from server.model_file import ModelFileError, check_gguf_file
+
+        try:
+            check_gguf_file(Path(model))
+        except ModelFileError as exc:
+            problems["model_param"] = str(exc)
+    try:
+        settings = HearthSettings.model_validate({**current.model_dump(), **values})
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.setdefault(str(error["loc"][0]), error["msg"])
+        return None, problems
+    return (None, problems) if problems else (settings, {})
+
+
 def apply_launcher_rules(settings: HearthSettings) -> HearthSettings:
     """KoboldCpp's launcher shows `multiuser` below 2 as 10 and `parallelrequests` of 1 or
     less as 1; what it shows is what it saves next."""

@@ -9,6 +9,10 @@ median time to the first text and text events per second, and their ratio to Kob
 With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/before HEAD~1`), a second
 server runs from there and every stream is measured on both, alternately, so a change's effect
 on each dialect is read as a ratio from the same run rather than across two runs.
+
+With `--scripted`, the servers run a scripted engine that produces tokens as fast as it can
+(bench/scripted_server.py): no model time, so what is measured is the HTTP path alone, framing,
+batching of bursts and the client's parsing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -158,7 +163,7 @@ def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
 
 def print_table(results: Samples, tokens: int, repeats: int) -> None:
     base_first, base_rate = medians(results["KoboldAI SSE"])
-    print(f"bundled model, 2 threads, {tokens} tokens, median of {repeats}")
+    print(f"{tokens} tokens, median of {repeats}")
     print(f"  {'dialect':20s} {'first text':>11s} {'events/s':>9s} {'rate ratio':>11s}")
     for name, samples in results.items():
         first, rate = medians(samples)
@@ -185,13 +190,22 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another checkout to compare against")
+    parser.add_argument("--scripted", action="store_true", help="no model: the HTTP path alone")
     args = parser.parse_args()
-    servers = [start_server(hearth_command(PORT), BASE, "/api/extra/version")]
+
+    def command(root: Path, port: int) -> list[str]:
+        if args.scripted:
+            return [sys.executable, str(root / "bench" / "scripted_server.py"), str(port)]
+        return hearth_command(port)
+
+    servers = [start_server(command(ROOT, PORT), BASE, "/api/extra/version")]
     bases = [BASE]
     try:
         if args.baseline is not None:
-            command = hearth_command(BASELINE_PORT)
-            servers.append(start_server(command, BASELINE, "/api/extra/version", cwd=args.baseline))
+            baseline = command(args.baseline, BASELINE_PORT)
+            servers.append(
+                start_server(baseline, BASELINE, "/api/extra/version", cwd=args.baseline)
+            )
             bases.append(BASELINE)
         results = run_cases(args.repeats, args.tokens, bases)
     finally:

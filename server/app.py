@@ -29,7 +29,8 @@ from server.api.pages import router as pages_router
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.engine import Engine
-from server.core.scheduler import DEFAULT_MAX_PENDING_EVENTS, Scheduler
+from server.core.job import DEFAULT_MAX_PENDING_EVENTS
+from server.core.scheduler import Scheduler
 
 DEFAULT_KEEPALIVE_SECONDS = 5.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from server.config import HearthSettings
-from server.core.scheduler import Job
+from server.core.job import Job
 from server.core.types import FinishReason
 from server.netcheck import url_host
 

@@ -1,8 +1,8 @@
-"""What every dialect shares: admission, waiting with disconnect handling, chat requests with
-tools, and reading a finished generation back as text or a tool call.
+"""What every dialect's adapter shares: planning a chat (with tools) or a plain completion, and
+reading engine events back as dialect-neutral chat events and a finished answer.
 
-Each dialect's adapter only maps its wire fields onto these calls, so queue rules, genkeys,
-abort and disconnects behave identically whichever API a client speaks.
+Each adapter only maps its wire fields onto these calls, so templates, tool calls and stop
+strings behave identically whichever API a client speaks; `respond.py` then answers the plan.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from server.api.deps import ModelInfo
-from server.api.errors import APIError, Dialect, busy_error
+from server.api.errors import APIError, Dialect
 from server.core.chat import (
     TOOL_DECISION_QUESTION,
     ChatMessage,
@@ -25,7 +24,6 @@ from server.core.chat import (
     parse_tool_call,
     tool_call_schema,
 )
-from server.core.scheduler import Job, QueueFullError, Scheduler
 from server.core.tool_stream import (
     ChatStreamEvent,
     TextDelta,
@@ -48,24 +46,6 @@ _TOOL_CALL_MAX_TEMPERATURE = 0.5
 
 def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
-
-
-def submit(
-    scheduler: Scheduler, model: ModelInfo, generation: GenerationRequest, dialect: Dialect
-) -> Job:
-    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect).
-
-    A JSON schema (response format, tool parameters) that cannot become a grammar is refused
-    here with a 400, before any byte of a stream: found later it could only be a failure."""
-    if generation.json_schema is not None:
-        try:
-            model.schemas.check_json_schema(generation.json_schema)
-        except ValueError as exc:
-            raise APIError(400, f"Unusable JSON schema: {exc}", dialect=dialect) from None
-    try:
-        return scheduler.submit(generation)
-    except QueueFullError:
-        raise busy_error() from None
 
 
 class ToolChoiceMode(enum.Enum):

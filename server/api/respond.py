@@ -1,11 +1,12 @@
 """One way to answer a generation request, whichever dialect asked.
 
-A dialect registers each generation endpoint with `generation_route`, giving a planner: body →
-`Generation` (the `ChatPlan` from its adapter and the `WireFormat` from its formatter).
-Everything else is here, once: the password check, parsing the body, taking a queue place (503 with
-KoboldCpp's body when full), waiting for a whole answer while watching for the client to leave,
-reading engine events as chat events, keep-alives while silent, and one write per burst of ready
-events. A dialect only says how an answer, or each event of a stream, looks on its wire.
+A dialect registers each generation endpoint with `generation_route`, giving a planner: body
+→ `Generation` (the `ChatPlan` from its adapter and the `WireFormat` from its formatter).
+Everything else is here, once: the password check, parsing the body, taking a queue place (503
+with KoboldCpp's body when full), waiting for a whole answer while watching for the client to
+leave, reading engine events as chat events, keep-alives while silent, and one write per burst
+of ready events. A dialect only says how an answer, or each event of a stream, looks on its
+wire.
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ from server.api.common import (
     failure_message,
     new_id,
     read_answer,
-    submit,
 )
 from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
 from server.api.openapi import json_answer, json_body
 from server.config import HearthSettings
-from server.core.scheduler import Job, Scheduler
+from server.core.job import Job
+from server.core.scheduler import QueueFullError, Scheduler
 from server.core.tool_stream import ChatStreamEvent
+from server.core.types import GenerationRequest
 from server.streaming import (
     ClientDisconnectedError,
     ndjson_response,
@@ -191,6 +193,24 @@ async def serve(
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(wire.whole(answer))
+
+
+def submit(
+    scheduler: Scheduler, model: ModelInfo, generation: GenerationRequest, dialect: Dialect
+) -> Job:
+    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect).
+
+    A JSON schema (response format, tool parameters) that cannot become a grammar is refused
+    here with a 400, before any byte of a stream: found later it could only be a failure."""
+    if generation.json_schema is not None:
+        try:
+            model.schemas.check_json_schema(generation.json_schema)
+        except ValueError as exc:
+            raise APIError(400, f"Unusable JSON schema: {exc}", dialect=dialect) from None
+    try:
+        return scheduler.submit(generation)
+    except QueueFullError:
+        raise busy_error() from None
 
 
 async def _bursts(

@@ -7,8 +7,8 @@ JSON formats) waits until the batch drains and then runs alone.
 
 Requests from the event loop are admitted (or refused when the queue is full) synchronously by
 `submit`, so the refusal can still be a real HTTP 503 before any byte of a response goes out.
-Each job carries its own `asyncio.Queue`; the worker feeds it with `loop.call_soon_threadsafe`,
-which is the only crossing point between the two worlds.
+Each job (server/core/job.py) carries an inbox the worker appends to and an `asyncio.Event` it
+sets through `loop.call_soon_threadsafe`, the only crossing point between the two worlds.
 
 Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
 - waiters are served first come, first served (KoboldCpp's lock gives no order);
@@ -23,8 +23,6 @@ Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import logging
 import random
 import threading
@@ -34,6 +32,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
 from server.core.engine import BatchEngine, Engine
+from server.core.job import DEFAULT_MAX_PENDING_EVENTS, Job, JobState
 from server.core.types import (
     DEFAULT_MULTIUSER,
     EngineEvent,
@@ -46,9 +45,6 @@ from server.core.types import (
 logger = logging.getLogger(__name__)
 
 _REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
-# Unread events a stream may have before its client counts as gone. The socket's own buffers
-# (hundreds of KB) fill first, so a client this far behind has stopped reading.
-DEFAULT_MAX_PENDING_EVENTS = 4096
 SHUTDOWN_MESSAGE = "Hearth is shutting down; the request was not finished."
 
 
@@ -69,43 +65,6 @@ def waiting_places(multiuser: int, parallel: int = 1) -> int:
 
 class QueueFullError(Exception):
     """Raised by `submit` when no place is free; the API answers 503."""
-
-
-class JobState(enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-
-
-@dataclass(eq=False, slots=True)
-class Job:
-    """One admitted request, as the API layer and the worker thread both see it.
-
-    Events cross from the worker thread through `inbox` (a deque: appends are thread-safe).
-    The event loop is woken only when it is not already due to look, so a burst of tokens
-    costs one wake-up instead of one per token.
-    """
-
-    request: GenerationRequest
-    loop: asyncio.AbstractEventLoop
-    inbox: deque[EngineEvent] = field(default_factory=deque)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    wake_lock: threading.Lock = field(default_factory=threading.Lock)
-    wake_pending: bool = False
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    # Set on the event loop when the client stopped reading: its response must be dropped.
-    abandoned: asyncio.Event = field(default_factory=asyncio.Event)
-    max_pending: int = DEFAULT_MAX_PENDING_EVENTS
-    stopped_by_shutdown: bool = False
-    state: JobState = JobState.QUEUED
-    text_parts: list[str] = field(default_factory=list)
-    outcome: GenerationOutcome | None = None
-    submitted_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def text(self) -> str:
-        """Everything generated so far (what /api/extra/generate/check shows)."""
-        return "".join(self.text_parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,14 +365,14 @@ class Scheduler:
                     self._finish(job, event)
                 else:
                     job.text_parts.append(event.text)
-                    self._deliver(job, event)
+                    job.deliver(event)
 
     def _finish(self, job: Job, outcome: GenerationOutcome) -> None:
         outcome = _as_shutdown(job, outcome)
         with self._lock:
             self._running.remove(job)
             self._record_finished(job, outcome)
-        self._deliver(job, outcome)
+        job.deliver(outcome)
         self._report(job)
 
     def _run(self, job: Job) -> GenerationOutcome:
@@ -423,7 +382,7 @@ class Scheduler:
                 if isinstance(event, GenerationOutcome):
                     return event
                 job.text_parts.append(event.text)
-                self._deliver(job, event)
+                job.deliver(event)
         except Exception as exc:
             logger.exception("generation %s failed", request.request_id)
             return GenerationOutcome(FinishReason.ERROR, seed=request.sampling.seed, error=str(exc))
@@ -433,7 +392,7 @@ class Scheduler:
         outcome = _as_shutdown(job, GenerationOutcome(FinishReason.CANCELLED))
         with self._lock:
             self._record_finished(job, outcome)
-        self._deliver(job, outcome)
+        job.deliver(outcome)
         self._report(job)
 
     def _record_finished(self, job: Job, outcome: GenerationOutcome) -> None:
@@ -458,43 +417,12 @@ class Scheduler:
                 return job
         return self._finished_by_genkey.get(genkey)
 
-    @staticmethod
-    def _deliver(job: Job, event: EngineEvent) -> None:
-        if isinstance(event, TokenEvent) and len(job.inbox) >= job.max_pending:
-            # The client stopped reading: stop generating for it and drop its stream, so it
-            # can neither hold a slot nor grow this buffer without bound.
-            if not job.cancelled.is_set():
-                job.cancelled.set()
-                logger.warning(
-                    "[%s] dropped: the client stopped reading (%d events unread)",
-                    job.request.request_id,
-                    len(job.inbox),
-                )
-                with contextlib.suppress(RuntimeError):
-                    job.loop.call_soon_threadsafe(job.abandoned.set)
-            return
-        job.inbox.append(event)
-        with job.wake_lock:
-            if job.wake_pending:
-                return  # the loop is already due to drain the inbox
-            job.wake_pending = True
-        # The loop may already be closed at shutdown; then nobody is listening anyway.
-        with contextlib.suppress(RuntimeError):
-            job.loop.call_soon_threadsafe(_wake, job)
-
     def _report(self, job: Job) -> None:
         if self._on_finished is not None:
             try:
                 self._on_finished(job)
             except Exception:
                 logger.exception("finished-request callback failed")
-
-
-def _wake(job: Job) -> None:
-    """On the event loop: let the job's consumer drain its inbox."""
-    with job.wake_lock:
-        job.wake_pending = False
-    job.arrived.set()
 
 
 def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:

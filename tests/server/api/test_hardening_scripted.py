@@ -19,7 +19,7 @@ import pytest
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.chat import ChatTemplate
-from server.core.scheduler import Job
+from server.core.job import Job
 from tests.conftest import RunningServer
 from tests.error_shapes import TEXT_ENDPOINTS, assert_error_shape
 from tests.scripted_engine import ScriptedEngine
@@ -292,7 +292,7 @@ def test_a_client_that_stops_reading_is_dropped_and_others_are_served(
     server = serve_engine(engine, request_log=log, max_pending_events=64)
     port = int(server.base_url.rsplit(":", 1)[1])
     body = json.dumps({"prompt": "x", "max_length": 1_000_000}).encode()
-    caplog.set_level(logging.WARNING, logger="server.core.scheduler")
+    caplog.set_level(logging.WARNING, logger="server.core.job")
     with socket.socket() as slow:
         # A small receive window, and never a read: the server's buffers fill and stay full.
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from server.core.scheduler import JobState, QueueFullError, Scheduler, waiting_places
+from server.core.job import JobState
+from server.core.scheduler import QueueFullError, Scheduler, waiting_places
 from server.core.types import FinishReason, GenerationRequest
 from tests.scripted_engine import ScriptedEngine
 

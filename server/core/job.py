@@ -1,0 +1,88 @@
+"""A job: one admitted request as the event loop and the generation thread both see it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from server.core.types import EngineEvent, GenerationOutcome, GenerationRequest, TokenEvent
+
+logger = logging.getLogger(__name__)
+
+# Unread events a stream may have before its client counts as gone. The socket's own buffers
+# (hundreds of KB) fill first, so a client this far behind has stopped reading.
+DEFAULT_MAX_PENDING_EVENTS = 4096
+
+
+class JobState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """One admitted request, as the API layer and the worker thread both see it.
+
+    Events cross from the worker thread through `inbox` (a deque: appends are thread-safe).
+    The event loop is woken only when it is not already due to look, so a burst of tokens
+    costs one wake-up instead of one per token.
+    """
+
+    request: GenerationRequest
+    loop: asyncio.AbstractEventLoop
+    inbox: deque[EngineEvent] = field(default_factory=deque)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    wake_lock: threading.Lock = field(default_factory=threading.Lock)
+    wake_pending: bool = False
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # Set on the event loop when the client stopped reading: its response must be dropped.
+    abandoned: asyncio.Event = field(default_factory=asyncio.Event)
+    max_pending: int = DEFAULT_MAX_PENDING_EVENTS
+    stopped_by_shutdown: bool = False
+    state: JobState = JobState.QUEUED
+    text_parts: list[str] = field(default_factory=list)
+    outcome: GenerationOutcome | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def text(self) -> str:
+        """Everything generated so far (what /api/extra/generate/check shows)."""
+        return "".join(self.text_parts)
+
+    def deliver(self, event: EngineEvent) -> None:
+        """From the worker thread: hand the event over and wake the loop if it is not due."""
+        if isinstance(event, TokenEvent) and len(self.inbox) >= self.max_pending:
+            # The client stopped reading: stop generating for it and drop its stream, so it
+            # can neither hold a slot nor grow this buffer without bound.
+            if not self.cancelled.is_set():
+                self.cancelled.set()
+                logger.warning(
+                    "[%s] dropped: the client stopped reading (%d events unread)",
+                    self.request.request_id,
+                    len(self.inbox),
+                )
+                with contextlib.suppress(RuntimeError):
+                    self.loop.call_soon_threadsafe(self.abandoned.set)
+            return
+        self.inbox.append(event)
+        with self.wake_lock:
+            if self.wake_pending:
+                return  # the loop is already due to drain the inbox
+            self.wake_pending = True
+        # The loop may already be closed at shutdown; then nobody is listening anyway.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(_wake, self)
+
+
+def _wake(job: Job) -> None:
+    """On the event loop: let the job's consumer drain its inbox."""
+    with job.wake_lock:
+        job.wake_pending = False
+    job.arrived.set()
