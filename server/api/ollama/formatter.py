@@ -10,14 +10,23 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from server.api.common import ChatAnswer, failed, failure_message
 from server.api.errors import Dialect
-from server.api.ollama.schemas import ChatChunk, GenerateChunk, OllamaChunk, StreamError
+from server.api.ollama.schemas import (
+    ChatChunk,
+    GenerateChunk,
+    ModelDetails,
+    ModelEntry,
+    OllamaChunk,
+    StreamError,
+)
 from server.api.respond import NDJSONFormat
 from server.core.chat import ToolCall
 from server.core.tool_stream import ChatStreamEvent, TextDelta, ToolCallDone
 from server.core.types import FinishReason, GenerationOutcome
+from server.gguf_metadata import GGUFSummary, rfc3339
 
 _NANOSECONDS = 1_000_000_000
 
@@ -106,3 +115,44 @@ class ChatWire(_OllamaLines):
                 for index, call in enumerate(calls)
             ]
         return chunk
+
+
+# -- the model list (/api/tags, /api/ps, /api/show) ----------------------------------------
+
+
+def details(summary: GGUFSummary | None) -> ModelDetails:
+    family = summary.architecture if summary else ""
+    return {
+        "format": "gguf",
+        "family": family,
+        "families": [family] if family else None,
+        "parameter_size": summary.parameter_size if summary else "",
+        "quantization_level": summary.quantization if summary else "",
+        "parent_model": "",
+    }
+
+
+def model_entry(name: str, context_size: int, file: tuple[GGUFSummary, str] | None) -> ModelEntry:
+    summary, digest = file or (None, "")
+    return {
+        "name": f"{name}:latest",
+        "model": f"{name}:latest",
+        "modified_at": rfc3339(summary.modified_at) if summary else None,
+        "size": summary.file_size if summary else 0,
+        "digest": digest,
+        "details": details(summary),
+        "context_length": context_size,
+    }
+
+
+def model_info(summary: GGUFSummary | None) -> dict[str, Any]:
+    """Ollama's `model_info`: the GGUF's metadata keys (long arrays such as the vocabulary as
+    null, as Ollama sends them unless verbose; the chat template goes in `template`), plus
+    `general.parameter_count`."""
+    if summary is None:
+        return {}
+    info: dict[str, Any] = {
+        key: value for key, value in summary.metadata.items() if key != "tokenizer.chat_template"
+    }
+    info["general.parameter_count"] = summary.parameter_count
+    return info

@@ -8,7 +8,6 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -19,8 +18,6 @@ from server.api.ollama import adapter, formatter
 from server.api.ollama.schemas import (
     ChatChunk,
     GenerateChunk,
-    ModelDetails,
-    ModelEntry,
     ModelShow,
     ModelTags,
     OllamaChatRequest,
@@ -78,54 +75,16 @@ def _read_model_file(path: Path, with_digest: bool) -> tuple[GGUFSummary, str]:
     return gguf_summary(path), file_sha256(path) if with_digest else ""
 
 
-def _details(summary: GGUFSummary | None) -> ModelDetails:
-    family = summary.architecture if summary else ""
-    return {
-        "format": "gguf",
-        "family": family,
-        "families": [family] if family else None,
-        "parameter_size": summary.parameter_size if summary else "",
-        "quantization_level": summary.quantization if summary else "",
-        "parent_model": "",
-    }
-
-
-def _model_entry(name: str, context_size: int, file: tuple[GGUFSummary, str] | None) -> ModelEntry:
-    summary, digest = file or (None, "")
-    return {
-        "name": f"{name}:latest",
-        "model": f"{name}:latest",
-        "modified_at": rfc3339(summary.modified_at) if summary else None,
-        "size": summary.file_size if summary else 0,
-        "digest": digest,
-        "details": _details(summary),
-        "context_length": context_size,
-    }
-
-
-def _model_info(summary: GGUFSummary | None) -> dict[str, Any]:
-    """Ollama's `model_info`: the GGUF's metadata keys (long arrays such as the vocabulary as
-    null, as Ollama sends them unless verbose; the chat template goes in `template`), plus
-    `general.parameter_count`."""
-    if summary is None:
-        return {}
-    info: dict[str, Any] = {
-        key: value for key, value in summary.metadata.items() if key != "tokenizer.chat_template"
-    }
-    info["general.parameter_count"] = summary.parameter_count
-    return info
-
-
 @router.get("/api/tags")
 async def tags(model: ModelInfoDep) -> ModelTags:
     file = await _model_file(model, with_digest=True)
-    return {"models": [_model_entry(model.name, model.context_size, file)]}
+    return {"models": [formatter.model_entry(model.name, model.context_size, file)]}
 
 
 @router.get("/api/ps")
 async def running_models(model: ModelInfoDep) -> RunningModels:
     file = await _model_file(model, with_digest=True)
-    entry = _model_entry(model.name, model.context_size, file)
+    entry = formatter.model_entry(model.name, model.context_size, file)
     expires_at = rfc3339(datetime.now(UTC) + NEVER_UNLOADS)
     # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
     running: RunningModel = {**entry, "expires_at": expires_at, "size_vram": 0}
@@ -141,8 +100,8 @@ async def show(request: Request, model: ModelInfoDep) -> ModelShow:
         "modelfile": f"FROM {model.name}",
         "parameters": f"num_ctx {model.context_size}",
         "template": (summary.chat_template or "") if summary else "",
-        "details": _details(summary),
-        "model_info": _model_info(summary),
+        "details": formatter.details(summary),
+        "model_info": formatter.model_info(summary),
         "capabilities": list(CAPABILITIES),
         "modified_at": rfc3339(summary.modified_at) if summary else None,
     }
