@@ -9,18 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
 from app.tabs.fields import SettingsForm, line_edit, spin_box
 from server.config import HearthSettings
+from server.gpu_backends import gpu_backends as find_gpu_backends
 
+GPU_BUILD_HINT = (
+    "For Vulkan (any GPU vendor), install glslc, libvulkan-dev and spirv-headers, then run "
+    "make install again."
+)
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
 
 
 class QuickLaunchTab(SettingsForm):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, gpu_backends: tuple[str, ...] | None = None
+    ) -> None:
+        """`gpu_backends`: the GPU backends of this llama.cpp build (found on disk if None)."""
         super().__init__(parent)
+        backends = find_gpu_backends() if gpu_backends is None else gpu_backends
         self.model_path = line_edit("Bundled model: Gemma 3 270M (Q4_K_M)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._choose_model)
@@ -45,22 +54,42 @@ class QuickLaunchTab(SettingsForm):
             "CPU threads for generation. Auto uses every core (up to 8).",
         )
         self.gpu_layers = spin_box("gpulayers", special="All")
-        self.add_row(
-            "gpulayers",
-            "GPU Layers:",
-            self.gpu_layers,
-            "Model layers to offload to a GPU (needs a GPU build of llama.cpp; "
-            "ignored on CPU-only builds). 0 keeps everything on the CPU.",
-        )
+        self.gpu_note = QLabel("" if backends else "CPU-only build: no GPU backend")
+        self.gpu_note.setEnabled(False)  # greyed, as a hint
+        self.gpu_note.setVisible(not backends)
+        gpu_row = QWidget()
+        gpu_layout = QHBoxLayout(gpu_row)
+        gpu_layout.setContentsMargins(0, 0, 0, 0)
+        gpu_layout.addWidget(self.gpu_layers, 1)
+        gpu_layout.addWidget(self.gpu_note)
+        self.add_row("gpulayers", "GPU Layers:", gpu_row, self._gpu_layers_tip(backends))
+        self._has_gpu = bool(backends)
+        self._kept_gpu_layers = self.gpu_layers.value()
         self.launch_browser = self.add_check(
             "launch", "Launch Browser", "Open the server's page in a browser once it is ready."
         )
         self.quiet = self.add_check(
             "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
         )
+        if not backends:
+            # A CPU-only build offloads nothing, whatever the field says: show that, not "All".
+            self.gpu_layers.setEnabled(False)
+            self.gpu_layers.setSpecialValueText("None")
         # No "Use Jinja" box: Hearth always uses the model's own chat template when the GGUF
         # has one (KoboldCpp's --jinja is implied), and the console says when it has none.
         # The `jinja` key of a .kcpps file is kept as it was.
+
+    @staticmethod
+    def _gpu_layers_tip(backends: tuple[str, ...]) -> str:
+        if not backends:
+            return (
+                f"Disabled: this build of llama.cpp has no GPU backend, so everything runs on "
+                f"the CPU. {GPU_BUILD_HINT} The saved value is kept for other builds."
+            )
+        return (
+            f"Model layers to offload to the GPU ({', '.join(backends)} in this build). "
+            "All offloads every layer; 0 keeps everything on the CPU."
+        )
 
     def _choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -73,7 +102,10 @@ class QuickLaunchTab(SettingsForm):
         self.model_path.setText(settings.model_param or "")
         self.context_size.setValue(settings.contextsize)
         self.threads.setValue(settings.threads if settings.threads > 0 else -1)
-        self.gpu_layers.setValue(settings.gpulayers)
+        # On a CPU-only build the field shows "None" but the loaded value is saved back as it
+        # was, so a .kcpps written for a GPU machine survives a round trip here.
+        self._kept_gpu_layers = settings.gpulayers
+        self.gpu_layers.setValue(settings.gpulayers if self._has_gpu else -1)
         self.launch_browser.setChecked(bool(settings.launch))
         self.quiet.setChecked(settings.quiet)
 
@@ -82,7 +114,7 @@ class QuickLaunchTab(SettingsForm):
             "model_param": self.model_path.text().strip() or None,
             "contextsize": self.context_size.value(),
             "threads": self.threads.value(),
-            "gpulayers": self.gpu_layers.value(),
+            "gpulayers": self.gpu_layers.value() if self._has_gpu else self._kept_gpu_layers,
             "launch": self.launch_browser.isChecked(),
             "quiet": self.quiet.isChecked(),
         }
