@@ -17,6 +17,7 @@ from server.cli import CommandLine, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start, setup_console_logging
 from server.core.engine import EngineError
+from server.gpu_backends import gpu_backends
 from server.http_server import http_server
 from server.kcpps import SettingsFileError
 from server.model_file import ModelFileError, resolve_model_path
@@ -97,7 +98,12 @@ def serve(settings: HearthSettings) -> int:
     try:
         with contextlib.suppress(KeyboardInterrupt):
             app = create_app(settings, engine)
-            announce_start(settings, engine.model_name, engine.chat_template.uses_model_template)
+            announce_start(
+                settings,
+                engine.model_name,
+                engine.chat_template.uses_model_template,
+                gpu_backends(),
+            )
             http_server(app, settings.listen_host, settings.port_param).run()
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.

@@ -27,6 +27,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "threads": ("--threads",),
     "contextsize": ("--contextsize",),
     "gpulayers": ("--gpulayers",),
+    "usevulkan": ("--usevulkan",),
+    "usecpu": ("--usecpu",),
     "multiuser": ("--multiuser",),
     "parallelrequests": ("--parallelrequests",),
     "batchsize": ("--batchsize",),
@@ -76,6 +78,11 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
     description = (field.description or "").rstrip(".")
     if field.annotation is bool:
         parser.add_argument(*flags, dest=name, action="store_true", help=description)
+        return
+    if name == "usevulkan":  # KoboldCpp: `--usevulkan` alone means every device
+        parser.add_argument(
+            *flags, dest=name, nargs="*", type=int, metavar="ID", help=f"{description}"
+        )
         return
     if field.annotation is not int:  # text: a path, a host, a password
         parser.add_argument(*flags, dest=name, metavar=_METAVARS.get(name), help=description)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,6 +36,11 @@ class HearthSettings(BaseModel):
     threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
     contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
     gpulayers: int = Field(default=-1, ge=-1, le=999, description="Layers to offload to a GPU.")
+    # KoboldCpp's backend choice. `usevulkan` is null (not chosen) or the device ids ([]: all).
+    usevulkan: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None, description="Use the Vulkan backend, on these device ids (none: all)."
+    )
+    usecpu: bool = Field(default=False, description="Run on the CPU only: offload nothing.")
     multiuser: int = Field(
         default=DEFAULT_MULTIUSER,
         ge=0,
@@ -115,6 +120,13 @@ class HearthSettings(BaseModel):
     @property
     def max_request_bytes(self) -> int:
         return self.maxrequestsize * 1024 * 1024
+
+    @property
+    def offloaded_layers(self) -> int:
+        """Layers llama.cpp is asked to put on a GPU: none with --usecpu, all for -1."""
+        if self.usecpu:
+            return 0
+        return self.gpulayers if self.gpulayers >= 0 else 999
 
     @property
     def thread_count(self) -> int:

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from server.bundle import packaged, root_dir
 
+# What a user without a GPU backend can do about it (the launcher and the console say it).
+GPU_BUILD_HINT = (
+    "For Vulkan (any GPU vendor), install glslc, libvulkan-dev and spirv-headers, then run "
+    "make install again."
+)
 # ggml's backend library stems and the names users know them by, in KoboldCpp's order.
 GPU_BACKENDS = {"cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal", "hip": "ROCm"}
 

@@ -14,12 +14,9 @@ from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWi
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
 from app.tabs.fields import SettingsForm, line_edit, spin_box
 from server.config import HearthSettings
+from server.gpu_backends import GPU_BUILD_HINT
 from server.gpu_backends import gpu_backends as find_gpu_backends
 
-GPU_BUILD_HINT = (
-    "For Vulkan (any GPU vendor), install glslc, libvulkan-dev and spirv-headers, then run "
-    "make install again."
-)
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
 
 

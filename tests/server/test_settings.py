@@ -131,3 +131,42 @@ def test_every_setting_has_its_flag_with_the_models_default_and_range() -> None:
             assert f"(default {field.default}; {lower} to {upper})" in help_text, name
     with pytest.raises(ValidationError):
         parse_command_line(["--contextsize", "128"])  # below the model's minimum
+
+
+def test_backend_flags_as_koboldcpp_spells_them() -> None:
+    assert parse_command_line([]).settings.usevulkan is None
+    assert parse_command_line(["--usevulkan"]).settings.usevulkan == []  # every device
+    assert parse_command_line(["--usevulkan", "0", "2"]).settings.usevulkan == [0, 2]
+    assert parse_command_line(["--usecpu"]).settings.usecpu is True
+    with pytest.raises(ValidationError):
+        parse_command_line(["--usevulkan", "-1"])
+    # --usecpu offloads nothing, whatever GPU Layers says; -1 means every layer.
+    assert HearthSettings(usecpu=True, gpulayers=20).offloaded_layers == 0
+    assert HearthSettings(gpulayers=-1).offloaded_layers == 999
+    assert HearthSettings(gpulayers=12).offloaded_layers == 12
+
+
+def test_koboldcpp_backend_keys_load_and_save(tmp_path: Path) -> None:
+    path = tmp_path / "vulkan.kcpps"
+    path.write_text(json.dumps({"usevulkan": [1], "usecpu": False, "gpulayers": 30}))
+    settings = load_kcpps(path)
+    assert (settings.usevulkan, settings.usecpu, settings.offloaded_layers) == ([1], False, 30)
+    saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
+    assert (saved["usevulkan"], saved["usecpu"]) == ([1], False)
+
+
+def test_console_names_the_backend_and_a_vulkan_request_it_cannot_honour(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("INFO", logger="hearth"):
+        announce_start(HearthSettings(usevulkan=[]), "m", gpu_backends=())
+    assert "no Vulkan backend, so everything runs on the CPU" in caplog.text
+    assert "libvulkan-dev" in caplog.text
+    assert "Backend: CPU (this build of llama.cpp has no GPU backend)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="hearth"):
+        announce_start(HearthSettings(usevulkan=[0], gpulayers=10), "m", gpu_backends=("Vulkan",))
+        announce_start(HearthSettings(usecpu=True), "m", gpu_backends=("Vulkan",))
+    assert "no Vulkan backend" not in caplog.text
+    assert "Backend: llama.cpp with Vulkan; 10 layers on the GPU." in caplog.text
+    assert "Backend: CPU (--usecpu)." in caplog.text

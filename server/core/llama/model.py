@@ -36,7 +36,7 @@ def model_display_name(path: Path) -> str:
 
 def _model_params(settings: HearthSettings, progress: Any) -> Any:
     params = llama.llama_model_default_params()
-    params.n_gpu_layers = settings.gpulayers if settings.gpulayers >= 0 else 999
+    params.n_gpu_layers = settings.offloaded_layers
     # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
     # sequence's logits would depend on how many others share its batch and the same seed
     # could give another text batched than alone. Batched serving goes without it (measured
