@@ -206,6 +206,11 @@ class ChatWire(_OpenAIStream):
 # -- /v1/responses ---------------------------------------------------------------------------
 
 
+def _call_item_id(call_id: str) -> str:
+    """The Responses item id of a function call (`fc_…`), from its call id (`call_…`)."""
+    return "fc_" + call_id.removeprefix("call_")
+
+
 def _named(event: ResponseEvent) -> ServerSentEvent:
     return ServerSentEvent(json.dumps(event), event=event["type"])
 
@@ -297,7 +302,7 @@ class ResponsesWire(SSEFormat):
     ) -> FunctionCallItem:
         return {
             "type": "function_call",
-            "id": "fc_" + call_id.removeprefix("call_"),
+            "id": _call_item_id(call_id),
             "call_id": call_id,
             "name": name,
             "arguments": arguments,
@@ -416,7 +421,7 @@ class ResponsesWire(SSEFormat):
         event: ArgumentsDeltaEvent = {
             "type": "response.function_call_arguments.delta",
             "sequence_number": self._next_number(),
-            "item_id": self._call_item(start.call_id, start.name, "")["id"],
+            "item_id": _call_item_id(start.call_id),
             "output_index": output_index,
             "delta": fragment,
         }
