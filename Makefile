@@ -7,13 +7,22 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run serve test fuzz lint typecheck bench package test-package clean
 
-install: $(STAMP)
+# llama.cpp's backends: auto (Vulkan + CPU when the Vulkan build tools are installed, else the
+# CPU alone, with a notice), cpu, vulkan, or cuda (needs the CUDA toolkit). Every build has RPC.
+GPU ?= auto
 
-# Re-run the install only when the dependency list changes. llama-cpp-python builds from
-# source on first install (~6 minutes on 2 cores); pip's wheel cache makes later installs quick.
-$(STAMP): pyproject.toml
+# llama-cpp-python is built first, by packaging/install_llama.py, into a wheel cache of its own
+# keyed by version and backend (~15 minutes with Vulkan, ~6 for the CPU alone, on 2 cores;
+# seconds once cached). It runs on every `make install`: a machine that gained the Vulkan
+# tools, or GPU=cuda, gets its build then; otherwise it only checks the installed one.
+install: $(STAMP)
+	$(BIN)/python packaging/install_llama.py --backend $(GPU)
+
+# The rest is re-installed only when the dependency list changes.
+$(STAMP): pyproject.toml packaging/install_llama.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python packaging/install_llama.py --backend $(GPU)
 	$(BIN)/python -m pip install --progress-bar off -e '.[dev]'
 	$(BIN)/python -m server.model_file --assemble
 	touch $(STAMP)
@@ -25,8 +34,8 @@ serve: install
 	$(BIN)/hearth --skiplauncher
 
 lint: install
-	$(BIN)/ruff check server app tests bench
-	$(BIN)/ruff format --check server app tests bench
+	$(BIN)/ruff check server app tests bench packaging
+	$(BIN)/ruff format --check server app tests bench packaging
 
 typecheck: install
 	$(BIN)/mypy
@@ -48,13 +57,14 @@ bench: install
 	$(BIN)/python bench/compare.py
 
 # The double-clickable binary: dist/hearth/hearth (one folder; see packaging/hearth.spec).
-# Built in its own virtualenv with a portable llama.cpp (no -march=native).
+# Built in its own virtualenv with a portable llama.cpp (GGML_NATIVE=OFF: no -march=native),
+# with the same backends as `make install` (Vulkan when its build tools are present).
 PKG_VENV := build/package-venv
 package: install
 	test -x $(PKG_VENV)/bin/python || $(PYTHON) -m venv $(PKG_VENV)
 	$(PKG_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PKG_VENV)/bin/python packaging/install_llama.py --backend $(GPU) --portable
 	$(PKG_VENV)/bin/python -m pip install --quiet -e . 'pyinstaller>=6.10'
-	bash packaging/build_llama_portable.sh $(PKG_VENV)
 	$(PKG_VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath dist \
 		--workpath build/pyinstaller packaging/hearth.spec
 

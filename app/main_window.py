@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QCloseEvent, QDesktopServices
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings_store
+from app.device_probe import DeviceProbe
 from app.paths import config_dir, presets_dir, server_command
 from app.run_view import PerfPoller, RunView
 from app.server_process import ServerProcess
@@ -84,6 +85,7 @@ class MainWindow(QMainWindow):
         self._lay_out()
 
         self.server = ServerProcess(self)
+        self.device_probe = DeviceProbe(self)
         self.poller = PerfPoller(self)
         self._ready = False
         self._base_url = ""
@@ -118,6 +120,8 @@ class MainWindow(QMainWindow):
         self.server.exited.connect(self._on_exited)
         self.server.failed.connect(self._on_failed)
         self.poller.updated.connect(self._on_perf)
+        self.device_probe.found.connect(self.quick.gpu.set_devices)
+        self.device_probe.failed.connect(self.quick.gpu.show_probe_failure)
 
     # -- settings <-> widgets ------------------------------------------------------------------
 
@@ -325,4 +329,12 @@ class MainWindow(QMainWindow):
         # Wait for the server here: once the window is gone the application quits, and
         # QProcess's destructor would kill the server in the middle of its shutdown.
         self.server.stop_and_wait()
+        self.device_probe.stop()
         super().closeEvent(event)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        # The devices are asked for once the window shows (not for windows never shown, as in
+        # tests), and only when this build has a GPU backend to choose.
+        if self.quick.gpu.has_gpu:
+            self.device_probe.start()
+        super().showEvent(event)

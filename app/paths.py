@@ -38,7 +38,11 @@ def presets_dir() -> Path:
 
 def server_command(settings_file: Path) -> tuple[str, list[str]]:
     """Program and arguments that serve the settings in `settings_file` headless."""
-    arguments = ["--skiplauncher", "--config", str(settings_file)]
+    return hearth_command(["--skiplauncher", "--config", str(settings_file)])
+
+
+def hearth_command(arguments: list[str]) -> tuple[str, list[str]]:
+    """Program and arguments that run `hearth ARGUMENTS` (the packaged binary re-runs itself)."""
     if getattr(sys, "frozen", False):
         return sys.executable, arguments
     return sys.executable, ["-m", "server", *arguments]

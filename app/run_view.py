@@ -165,6 +165,8 @@ class RunView(QWidget):
         self.total = QLabel("-")
         self.prompt_speed = QLabel("-")
         self.generation_speed = QLabel("-")
+        self.placement = QLabel("-")
+        self.placement.setWordWrap(True)
         figures = QGridLayout()
         for row, (caption, value) in enumerate(
             [
@@ -172,6 +174,7 @@ class RunView(QWidget):
                 ("Generations:", self.total),
                 ("Last prompt speed:", self.prompt_speed),
                 ("Last generation speed:", self.generation_speed),
+                ("Runs on:", self.placement),
             ]
         ):
             figures.addWidget(QLabel(caption), row, 0)
@@ -216,6 +219,7 @@ class RunView(QWidget):
         else:
             self.state.setText("Idle")
         self.waiting.setText(str(waiting))
+        self.placement.setText(str(perf.get("placement", "-")))
         total = int(perf.get("total_gens", 0))
         self.total.setText(str(total))
         self.prompt_speed.setText(f"{float(perf.get('last_process_speed', 0)):.1f} tokens/s")

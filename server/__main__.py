@@ -31,6 +31,11 @@ EXIT_MODEL_FAILED = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["list-devices"]:  # llama-server's --list-devices, as a subcommand
+        from server.device_list import main as list_devices
+
+        return list_devices(arguments[1:])
     try:
         command_line = parse_command_line(argv)
     except SettingsFileError as exc:
@@ -102,6 +107,7 @@ def serve(settings: HearthSettings) -> int:
                 settings,
                 engine.model_name,
                 engine.chat_template.uses_model_template,
+                engine.placement,
                 gpu_backends(),
             )
             http_server(app, settings.listen_host, settings.port_param).run()

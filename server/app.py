@@ -76,6 +76,7 @@ def create_app(
         engine.chat_template,
         engine,
         engine.model_path,
+        engine.placement,
     )
     app.state.keepalive_seconds = keepalive_seconds
     app.state.max_request_bytes = settings.max_request_bytes

@@ -18,6 +18,7 @@ from server.core.types import DEFAULT_MULTIUSER
 
 DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
+DEFAULT_BATCH = 512  # llama.cpp's n_batch when --batchsize is not set
 
 
 class HearthSettings(BaseModel):
@@ -35,7 +36,9 @@ class HearthSettings(BaseModel):
     port_param: int = Field(default=DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
     threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
     contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
-    gpulayers: int = Field(default=-1, ge=-1, le=999, description="Layers to offload to a GPU.")
+    gpulayers: int = Field(
+        default=-1, ge=-1, le=999, description="Layers to offload to a GPU (-1: as many as fit)."
+    )
     # KoboldCpp's backend choice. `usevulkan` is null (not chosen) or the device ids ([]: all).
     usevulkan: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
         default=None, description="Use the Vulkan backend, on these device ids (none: all)."
@@ -122,11 +125,9 @@ class HearthSettings(BaseModel):
         return self.maxrequestsize * 1024 * 1024
 
     @property
-    def offloaded_layers(self) -> int:
-        """Layers llama.cpp is asked to put on a GPU: none with --usecpu, all for -1."""
-        if self.usecpu:
-            return 0
-        return self.gpulayers if self.gpulayers >= 0 else 999
+    def batch_size(self) -> int:
+        """Tokens per decode call (llama.cpp's n_batch): --batchsize, else llama.cpp's 512."""
+        return self.batchsize if self.batchsize > 0 else DEFAULT_BATCH
 
     @property
     def thread_count(self) -> int:

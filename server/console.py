@@ -6,6 +6,7 @@ import logging
 
 from server.config import HearthSettings
 from server.core.job import Job
+from server.core.placement import CPU_ONLY, Placement
 from server.core.types import FinishReason
 from server.gpu_backends import GPU_BUILD_HINT
 from server.netcheck import url_host
@@ -24,7 +25,9 @@ def setup_console_logging() -> None:
     root.setLevel(logging.INFO)
 
 
-def announce_backend(settings: HearthSettings, gpu_backends: tuple[str, ...]) -> None:
+def announce_backend(
+    settings: HearthSettings, placement: Placement, gpu_backends: tuple[str, ...]
+) -> None:
     """Say where the model runs, and why not where the user asked, if so."""
     if settings.usevulkan is not None and "Vulkan" not in gpu_backends:
         logger.warning(
@@ -32,17 +35,7 @@ def announce_backend(settings: HearthSettings, gpu_backends: tuple[str, ...]) ->
             "the CPU. %s",
             GPU_BUILD_HINT,
         )
-    if settings.usecpu or not gpu_backends:
-        reason = "--usecpu" if settings.usecpu else "this build of llama.cpp has no GPU backend"
-        logger.info("Backend: CPU (%s).", reason)
-    else:
-        logger.info(
-            "Backend: llama.cpp with %s; %s.",
-            ", ".join(gpu_backends),
-            "every layer on the GPU"
-            if settings.offloaded_layers >= 999
-            else f"{settings.offloaded_layers} layers on the GPU",
-        )
+    logger.info("Backend: %s.", placement.describe())
 
 
 def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
@@ -60,13 +53,14 @@ def announce_start(
     settings: HearthSettings,
     model_name: str,
     model_has_template: bool = False,
+    placement: Placement = CPU_ONLY,
     gpu_backends: tuple[str, ...] = (),
 ) -> None:
     """`gpu_backends`: the GPU backends this build of llama.cpp has (server/gpu_backends.py)."""
     logger.info("Hearth is serving %s", model_name)
     for label, url in api_addresses(settings):
         logger.info("  %-16s %s", label + ":", url)
-    announce_backend(settings, gpu_backends)
+    announce_backend(settings, placement, gpu_backends)
     if settings.parallelrequests > 1:
         logger.info(
             "Parallel requests: up to %d generated together (continuous batching); "

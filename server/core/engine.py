@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
+from server.core.placement import Placement
 from server.core.types import EngineEvent, GenerationRequest
 
 
@@ -58,6 +59,11 @@ class Engine(Tokenizer, SchemaChecker, Protocol):
     @property
     def chat_template(self) -> ChatTemplate:
         """How chat messages become this model's prompt (its own template or a built-in)."""
+        ...
+
+    @property
+    def placement(self) -> Placement:
+        """Where the model runs (backend, devices, offloaded layers)."""
         ...
 
     def generate(

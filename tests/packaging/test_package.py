@@ -9,9 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
+from server.gpu_backends import gpu_backends
+from server.vulkan_devices import vulkan_devices
 from tests.conftest import free_port, wait_until_ready
 
 PACKAGE = os.environ.get("HEARTH_PACKAGE")
@@ -58,3 +61,41 @@ def test_packaged_launcher_opens_offscreen(tmp_path: Path) -> None:
         launcher.terminate()
         output, _ = launcher.communicate(timeout=30)
     assert "Traceback" not in output and "Error" not in output, output
+
+
+@pytest.mark.skipif(
+    "Vulkan" not in gpu_backends(), reason="this machine's llama.cpp build has no Vulkan backend"
+)
+def test_package_has_the_vulkan_backend_and_starts_without_a_driver(tmp_path: Path) -> None:
+    assert PACKAGE is not None
+    libraries = Path(PACKAGE).parent / "_internal" / "llama_cpp" / "lib"
+    assert "Vulkan" in gpu_backends(libraries)
+    listed = subprocess.run(
+        [PACKAGE, "list-devices"], capture_output=True, text=True, timeout=120, check=True
+    )
+    for device in vulkan_devices():  # the launcher's device list works from the package
+        assert f"Vulkan {device.index}: {device.name}" in listed.stdout
+    port = free_port()
+    no_driver = {**os.environ, "HOME": str(tmp_path), "VK_ICD_FILENAMES": "/nonexistent.json"}
+    server = subprocess.Popen(
+        [PACKAGE, "--skiplauncher", "--usevulkan", "--port", str(port), "--contextsize", "1024"],
+        env=no_driver,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until_ready(f"http://127.0.0.1:{port}", server)
+        version = httpx.get(f"http://127.0.0.1:{port}/api/extra/version").json()
+        assert (version["backend"], version["gpu_layers"]) == ("CPU", 0)
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/api/v1/generate",
+            json={"prompt": "Hello", "max_length": 4},
+            timeout=120,
+        )
+        assert answer.status_code == 200 and answer.json()["results"][0]["text"]
+    finally:
+        server.send_signal(signal.SIGINT)
+        output, _ = server.communicate(timeout=30)
+    assert server.returncode == 0, output
+    assert "Backend: CPU (no GPU found)" in output

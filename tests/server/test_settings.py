@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from server.cli import build_parser, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start
+from server.core.placement import Placement
 from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -140,17 +141,16 @@ def test_backend_flags_as_koboldcpp_spells_them() -> None:
     assert parse_command_line(["--usecpu"]).settings.usecpu is True
     with pytest.raises(ValidationError):
         parse_command_line(["--usevulkan", "-1"])
-    # --usecpu offloads nothing, whatever GPU Layers says; -1 means every layer.
-    assert HearthSettings(usecpu=True, gpulayers=20).offloaded_layers == 0
-    assert HearthSettings(gpulayers=-1).offloaded_layers == 999
-    assert HearthSettings(gpulayers=12).offloaded_layers == 12
+    # KoboldCpp's default: -1, as many layers as fit (autofit)
+    assert parse_command_line([]).settings.gpulayers == -1
+    assert parse_command_line(["--gpulayers", "12"]).settings.gpulayers == 12
 
 
 def test_koboldcpp_backend_keys_load_and_save(tmp_path: Path) -> None:
     path = tmp_path / "vulkan.kcpps"
     path.write_text(json.dumps({"usevulkan": [1], "usecpu": False, "gpulayers": 30}))
     settings = load_kcpps(path)
-    assert (settings.usevulkan, settings.usecpu, settings.offloaded_layers) == ([1], False, 30)
+    assert (settings.usevulkan, settings.usecpu, settings.gpulayers) == ([1], False, 30)
     saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
     assert (saved["usevulkan"], saved["usecpu"]) == ([1], False)
 
@@ -158,15 +158,23 @@ def test_koboldcpp_backend_keys_load_and_save(tmp_path: Path) -> None:
 def test_console_names_the_backend_and_a_vulkan_request_it_cannot_honour(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    no_backend = Placement("CPU", (), 0, 19, "this build of llama.cpp has no GPU backend")
     with caplog.at_level("INFO", logger="hearth"):
-        announce_start(HearthSettings(usevulkan=[]), "m", gpu_backends=())
+        announce_start(HearthSettings(usevulkan=[]), "m", placement=no_backend, gpu_backends=())
     assert "no Vulkan backend, so everything runs on the CPU" in caplog.text
     assert "libvulkan-dev" in caplog.text
     assert "Backend: CPU (this build of llama.cpp has no GPU backend)" in caplog.text
     caplog.clear()
+    vulkan = Placement("Vulkan", ("Vulkan0 (Radeon, 7.5 GiB free)",), 10, 19, "--gpulayers 10")
+    everything = Placement("Vulkan", ("Vulkan0 (Radeon, 7.5 GiB free)",), 19, 19, "auto")
+    cpu = Placement("CPU", (), 0, 19, "--usecpu")
     with caplog.at_level("INFO", logger="hearth"):
-        announce_start(HearthSettings(usevulkan=[0], gpulayers=10), "m", gpu_backends=("Vulkan",))
-        announce_start(HearthSettings(usecpu=True), "m", gpu_backends=("Vulkan",))
+        for placement in (vulkan, everything, cpu):
+            announce_start(HearthSettings(), "m", placement=placement, gpu_backends=("Vulkan",))
     assert "no Vulkan backend" not in caplog.text
-    assert "Backend: llama.cpp with Vulkan; 10 layers on the GPU." in caplog.text
+    assert (
+        "Backend: Vulkan: 10 of 19 layers on Vulkan0 (Radeon, 7.5 GiB free) (--gpulayers 10)."
+        in caplog.text
+    )
+    assert "Backend: Vulkan: every layer on Vulkan0 (Radeon, 7.5 GiB free) (auto)." in caplog.text
     assert "Backend: CPU (--usecpu)." in caplog.text

@@ -98,7 +98,7 @@ def _kobold_bool(value: bool) -> KoboldBool:
 
 
 @router.get("/api/extra/perf")
-async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> KoboldPerf:
+async def perf(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep) -> KoboldPerf:
     snapshot = scheduler.snapshot()
     outcome = snapshot.perf.last_outcome
     prompt_tokens = outcome.prompt_tokens if outcome else 0
@@ -126,6 +126,7 @@ async def perf(scheduler: SchedulerDep, settings: SettingsDep) -> KoboldPerf:
         "stop_reason": formatter.perf_stop_reason(outcome),
         "queue": snapshot.waiting,
         "running": snapshot.running,  # Hearth: requests generating now (batched ones too)
+        "placement": model.placement.describe(),  # Hearth: where the model runs
         "idle": 0 if snapshot.running else 1,
         "hordeexitcounter": -1,
         "uptime": round(now - snapshot.perf.started_at, 3),
@@ -181,6 +182,9 @@ async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVer
         # implied), so this says whether the loaded model has one.
         "jinja": model.chat_template.uses_model_template,
         "mcp": False,
+        "backend": model.placement.backend if model.placement.gpu_layers else "CPU",
+        "device": model.placement.device,
+        "gpu_layers": model.placement.gpu_layers,
     }
 
 

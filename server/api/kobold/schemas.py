@@ -162,6 +162,7 @@ class KoboldPerf(TypedDict):
     stop_reason: int
     queue: int
     running: int
+    placement: str  # Hearth: "Vulkan: every layer on Vulkan0 (…) (auto: …)", "CPU (--usecpu)"
     idle: int
     hordeexitcounter: int
     uptime: float
@@ -193,3 +194,6 @@ class KoboldVersion(TypedDict):
     guidance: bool
     jinja: bool
     mcp: bool
+    backend: str  # Hearth's: where the model runs ("CPU", "Vulkan", "CUDA")
+    device: str  # Hearth's: the devices holding layers ("Vulkan0 (llvmpipe …)") or "CPU"
+    gpu_layers: int  # Hearth's: offloaded layers (llama.cpp's count; 0 on the CPU)

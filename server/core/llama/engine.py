@@ -22,7 +22,7 @@ from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
-from server.core.llama.model import DEFAULT_BATCH, LoadedModel, model_display_name
+from server.core.llama.model import LoadedModel, model_display_name
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
@@ -31,6 +31,7 @@ from server.core.llama.sampler import (
 )
 from server.core.llama.sequence import Sequence
 from server.core.llama.slots import SlotCache
+from server.core.placement import Placement
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineEvent,
@@ -60,7 +61,7 @@ class LlamaCppEngine:
         self._samplers = SamplerFactory(
             loaded.vocab, loaded.n_vocab, loaded.n_ctx, loaded.end_tokens
         )
-        batch_size = settings.batchsize if settings.batchsize > 0 else DEFAULT_BATCH
+        batch_size = settings.batch_size
         self._batch = Batch(batch_size, blocked=self._slots.blocked)
         self._active: list[Sequence] = []
         self._closed = False
@@ -74,7 +75,7 @@ class LlamaCppEngine:
             path.name,
             settings.contextsize,
             settings.thread_count,
-            settings.batchsize if settings.batchsize > 0 else DEFAULT_BATCH,
+            settings.batch_size,
             f", {slots} parallel slots of {settings.contextsize // slots} tokens"
             " (ContextShift is off with parallel requests)"
             if slots > 1
@@ -99,6 +100,10 @@ class LlamaCppEngine:
     @property
     def chat_template(self) -> ChatTemplate:
         return self._loaded.chat_template
+
+    @property
+    def placement(self) -> Placement:
+        return self._loaded.placement
 
     @property
     def parallel_slots(self) -> int:

@@ -14,13 +14,15 @@ import llama_cpp as llama
 from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
+from server.core.llama.devices import plan_placement
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
+from server.core.placement import Placement
 from server.core.types import GenerationRequest
+from server.gpu_backends import gpu_backends
 
 logger = logging.getLogger(__name__)
 
 _PIECE_BUFFER_BYTES = 256
-DEFAULT_BATCH = 512
 # KoboldCpp keeps at least this share of the context for the prompt: a max_length that would
 # leave less is cut down to fit.
 _MIN_PROMPT_SHARE = 0.2
@@ -34,9 +36,9 @@ def model_display_name(path: Path) -> str:
     return re.sub(r"[^\w.\-]", "", path.stem)
 
 
-def _model_params(settings: HearthSettings, progress: Any) -> Any:
+def _model_params(settings: HearthSettings, gpu_layers: int, progress: Any) -> Any:
     params = llama.llama_model_default_params()
-    params.n_gpu_layers = settings.offloaded_layers
+    params.n_gpu_layers = gpu_layers
     # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
     # sequence's logits would depend on how many others share its batch and the same seed
     # could give another text batched than alone. Batched serving goes without it (measured
@@ -47,7 +49,7 @@ def _model_params(settings: HearthSettings, progress: Any) -> Any:
 
 
 def _context_params(settings: HearthSettings) -> Any:
-    batch = settings.batchsize if settings.batchsize > 0 else DEFAULT_BATCH
+    batch = settings.batch_size
     params = llama.llama_context_default_params()
     params.n_ctx = settings.contextsize
     params.n_batch = batch
@@ -68,8 +70,16 @@ def _context_params(settings: HearthSettings) -> Any:
 class LoadedModel:
     """The model, its context and vocabulary; freed once by `close()`."""
 
-    def __init__(self, model: Any, context: Any, path: Path, threadpool: Threadpool | None):
+    def __init__(
+        self,
+        model: Any,
+        context: Any,
+        path: Path,
+        threadpool: Threadpool | None,
+        placement: Placement,
+    ) -> None:
         self.model = model
+        self.placement = placement
         self.context = context
         self.path = path
         self.vocab = llama.llama_model_get_vocab(model)
@@ -98,10 +108,11 @@ class LoadedModel:
     def load(cls, path: Path, settings: HearthSettings) -> LoadedModel:
         """Load the model and create its context, logging progress in steps of 10%."""
         quiet_llama_logs()
+        placement = plan_placement(settings, path, gpu_backends())
         llama.llama_backend_init()
         callback = llama.llama_progress_callback(ProgressReporter(path.name))
         model = llama.llama_model_load_from_file(
-            str(path).encode(), _model_params(settings, callback)
+            str(path).encode(), _model_params(settings, placement.gpu_layers, callback)
         )
         if not model:
             raise EngineError(f"{path}: llama.cpp could not load this model file")
@@ -110,7 +121,7 @@ class LoadedModel:
             llama.llama_model_free(model)
             raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
         threadpool = Threadpool.attach(context, settings.thread_count)
-        return cls(model, context, path, threadpool)
+        return cls(model, context, path, threadpool, placement)
 
     def close(self) -> None:
         with self._close_lock:

@@ -1,0 +1,217 @@
+"""Quick Launch's Backend choice and GPU Layers field, KoboldCpp's way.
+
+Backend: Use CPU, Use Vulkan (every GPU), or one Vulkan device by name and free memory (the
+list comes from `hearth list-devices`, run by app.device_probe; until it answers only the
+general choices show). GPU Layers: Auto (-1, KoboldCpp's autofit) or a count, with the memory
+estimate for the chosen model, context and device beside it. On a build without a GPU backend
+both are disabled and say why, and the loaded values are saved back untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
+
+from app.tabs.fields import spin_box
+from server.config import DEFAULT_BATCH, HearthSettings
+from server.device_list import ListedDevice
+from server.gpu_backends import GPU_BUILD_HINT
+from server.memory_fit import auto_gpu_layers, estimate_memory, mib
+
+AUTO_BACKEND = "auto"  # no flag: llama.cpp uses every GPU it finds
+CPU_BACKEND = "cpu"
+EVERY_VULKAN = "vulkan"
+# Devices llama.cpp offloads to unless told otherwise (a Vulkan "CPU" device such as lavapipe
+# only when chosen by number)
+GPU_KINDS = ("discrete GPU", "integrated GPU", "GPU")
+
+
+def backend_key(settings: HearthSettings) -> str:
+    if settings.usecpu:
+        return CPU_BACKEND
+    if settings.usevulkan is None:
+        return AUTO_BACKEND
+    if len(settings.usevulkan) == 1:
+        return f"vulkan:{settings.usevulkan[0]}"
+    if settings.usevulkan:  # several ids: kept as given
+        return "vulkan:" + ",".join(map(str, settings.usevulkan))
+    return EVERY_VULKAN
+
+
+class GpuFields(QObject):
+    """The widgets of the two rows and the logic between them."""
+
+    changed = Signal()
+
+    def __init__(self, gpu_backends: tuple[str, ...], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.backends = gpu_backends
+        self.has_gpu = bool(gpu_backends)
+        self.backend = QComboBox()
+        self.gpu_layers = spin_box("gpulayers", special="Auto" if self.has_gpu else "None")
+        self.note = QLabel("" if self.has_gpu else "CPU-only build: no GPU backend")
+        self.note.setWordWrap(True)
+        self.note.setEnabled(False)  # greyed, as a hint
+        self.devices: list[ListedDevice] = []
+        self._probe_failure = ""
+        self._kept_layers = self.gpu_layers.value()
+        self._kept_backend = AUTO_BACKEND
+        self._model: Path | None = None
+        self._context = 4096
+        self._fill_backends(AUTO_BACKEND)
+        if not self.has_gpu:
+            # A CPU-only build offloads nothing, whatever the fields say: show that.
+            self.backend.setEnabled(False)
+            self.gpu_layers.setEnabled(False)
+        self.backend.currentIndexChanged.connect(self._update)
+        self.gpu_layers.valueChanged.connect(self._update)
+
+    def layers_row(self) -> QWidget:
+        row = QWidget()
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.gpu_layers)
+        layout.addWidget(self.note, 1)
+        return row
+
+    @property
+    def backend_tip(self) -> str:
+        if not self.has_gpu:
+            return f"Disabled: this build of llama.cpp has no GPU backend. {GPU_BUILD_HINT}"
+        return (
+            "Where the model runs. Auto: every GPU llama.cpp finds. A Vulkan device by its "
+            "number (as `hearth list-devices` shows it), also a software one such as llvmpipe. "
+            "Use CPU: no GPU at all."
+        )
+
+    @property
+    def layers_tip(self) -> str:
+        if not self.has_gpu:
+            return (
+                f"Disabled: this build of llama.cpp has no GPU backend, so everything runs on "
+                f"the CPU. {GPU_BUILD_HINT} The saved value is kept for other builds."
+            )
+        return (
+            f"Model layers to offload to the GPU ({', '.join(self.backends)} in this build). "
+            "Auto fits as many as the device's free memory allows for this context (an "
+            "estimate: set a number yourself if loading fails); 0 keeps everything on the CPU."
+        )
+
+    # -- settings both ways -------------------------------------------------------------
+
+    def load(self, settings: HearthSettings) -> None:
+        self._kept_layers = settings.gpulayers
+        self._kept_backend = backend_key(settings)
+        self._fill_backends(self._kept_backend)
+        self.gpu_layers.setValue(settings.gpulayers if self.has_gpu else -1)
+        self._update()
+
+    def read(self) -> dict[str, Any]:
+        if not self.has_gpu:
+            key, layers = self._kept_backend, self._kept_layers
+        else:
+            key, layers = self.backend.currentData(), self.gpu_layers.value()
+        usevulkan: list[int] | None = None
+        if key == EVERY_VULKAN:
+            usevulkan = []
+        elif key.startswith("vulkan:"):
+            usevulkan = [int(index) for index in key.removeprefix("vulkan:").split(",")]
+        return {"usecpu": key == CPU_BACKEND, "usevulkan": usevulkan, "gpulayers": layers}
+
+    # -- devices and the estimate ------------------------------------------------------
+
+    def set_devices(self, devices: Sequence[ListedDevice]) -> None:
+        """The probe's answer: list each Vulkan device, keeping the current choice."""
+        self.devices = list(devices)
+        self._fill_backends(self.backend.currentData() or self._kept_backend)
+        self._update()
+
+    def show_probe_failure(self, reason: str) -> None:
+        self._probe_failure = reason
+        self._update()
+
+    def set_model(self, model: Path | None, context: int) -> None:
+        self._model, self._context = model, context
+        self._update()
+
+    def _fill_backends(self, selected: str) -> None:
+        self.backend.blockSignals(True)
+        self.backend.clear()
+        if self.has_gpu:
+            self.backend.addItem("Auto (every GPU found)", AUTO_BACKEND)
+        if "Vulkan" in self.backends:
+            self.backend.addItem("Use Vulkan (every GPU)", EVERY_VULKAN)
+            for device in self.devices:
+                if device.backend == "Vulkan":
+                    software = "" if device.kind in GPU_KINDS else f", {device.kind}"
+                    self.backend.addItem(
+                        f"Use Vulkan: {device.id}: {device.name}{software}, "
+                        f"{device.free_bytes / 2**30:.1f} GiB free",
+                        f"vulkan:{device.id}",
+                    )
+        self.backend.addItem("Use CPU", CPU_BACKEND)
+        index = self.backend.findData(selected)
+        if index < 0 and selected.startswith("vulkan:"):
+            # a device from another machine's settings: kept, and shown as not found
+            self.backend.addItem(
+                f"Use Vulkan: {selected.removeprefix('vulkan:')} (not found)", selected
+            )
+            index = self.backend.count() - 1
+        self.backend.setCurrentIndex(max(index, 0))
+        self.backend.blockSignals(False)
+
+    def chosen_gpus(self) -> list[ListedDevice]:
+        key = self.backend.currentData() or AUTO_BACKEND
+        vulkan = [d for d in self.devices if d.backend == "Vulkan"]
+        if key == CPU_BACKEND:
+            return []
+        if key.startswith("vulkan:"):
+            ids = {int(index) for index in key.removeprefix("vulkan:").split(",")}
+            return [d for d in vulkan if d.id in ids]
+        # ggml's default: real GPUs only (software devices only when chosen by number)
+        return [d for d in self.devices if d.kind in GPU_KINDS]
+
+    def estimate_text(self) -> str:
+        if not self.has_gpu:
+            return "CPU-only build: no GPU backend"
+        if self.backend.currentData() == CPU_BACKEND:
+            return "Everything runs on the CPU."
+        if not self.devices:
+            return (
+                f"Devices unknown: {self._probe_failure}"
+                if self._probe_failure
+                else ("Looking for GPUs…")
+            )
+        gpus = self.chosen_gpus()
+        if not gpus:
+            return "No GPU found: runs on the CPU."
+        if self._model is None:
+            return ""
+        try:
+            from server.gguf_metadata import gguf_summary
+
+            estimate = estimate_memory(gguf_summary(self._model), self._context, DEFAULT_BATCH)
+        except (OSError, ValueError):
+            return ""  # the model field says what is wrong with the file
+        free = sum(device.free_bytes for device in gpus)
+        layers = self.gpu_layers.value()
+        if layers < 0:
+            fitted = auto_gpu_layers(estimate, free)
+            return (
+                f"Auto: {fitted} of {estimate.all_layers} layers, about "
+                f"{mib(estimate.device_bytes(fitted))} of {mib(free)} free"
+            )
+        needed = estimate.device_bytes(layers)
+        fits = "" if needed <= free else " — will not fit"
+        return f"About {mib(needed)} of {mib(free)} free{fits}"
+
+    def _update(self) -> None:
+        if self.has_gpu:
+            on_cpu = self.backend.currentData() == CPU_BACKEND
+            self.gpu_layers.setEnabled(not on_cpu)
+            self.note.setText(self.estimate_text())
+        self.changed.emit()

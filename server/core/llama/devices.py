@@ -1,0 +1,173 @@
+"""The compute devices llama.cpp will use, from ggml's device registry, and choosing them.
+
+llama-cpp-python does not bind ggml's device API (`ggml_backend_dev_*`), so it is bound here
+with ctypes on the copies of libggml / libggml-base that libllama already mapped (see
+`native.shared_library`). The registry is built on first use and reads the device-selection
+environment then, so `choose_devices` must run before the model loads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.config import HearthSettings
+from server.core.engine import EngineError
+from server.core.llama.native import shared_library
+from server.core.placement import Placement
+from server.gguf_metadata import gguf_summary
+from server.memory_fit import auto_gpu_layers, estimate_memory, mib
+from server.vulkan_devices import vulkan_devices
+
+# enum ggml_backend_dev_type (ggml-backend.h)
+_DEVICE_KINDS = {0: "CPU", 1: "GPU", 2: "integrated GPU", 3: "accelerator", 4: "meta"}
+
+
+@dataclass(frozen=True)
+class Device:
+    """One ggml device: `Vulkan0`, `CUDA0`, `CPU`, an RPC worker…"""
+
+    backend: str  # the registry's name: "Vulkan", "CUDA", "CPU", "RPC", …
+    name: str  # ggml's device name: "Vulkan0"
+    description: str  # "NVIDIA GeForce RTX 4070", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    kind: str  # one of _DEVICE_KINDS' values
+    free_bytes: int
+    total_bytes: int
+
+    @property
+    def takes_layers(self) -> bool:
+        """Whether llama.cpp offloads layers to it (GPUs; not the CPU or its accelerators)."""
+        return self.kind in ("GPU", "integrated GPU")
+
+    def summary(self) -> str:
+        return f"{self.name} ({self.description}, {self.free_bytes / 2**30:.1f} GiB free)"
+
+
+def _bind() -> tuple[Any, Any]:
+    ggml = ctypes.CDLL(str(shared_library("ggml")))
+    base = ctypes.CDLL(str(shared_library("ggml-base")))
+    ggml.ggml_backend_dev_count.argtypes, ggml.ggml_backend_dev_count.restype = [], ctypes.c_size_t
+    ggml.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
+    for name in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(base, name).argtypes = [ctypes.c_void_p]
+        getattr(base, name).restype = ctypes.c_char_p
+    base.ggml_backend_dev_type.argtypes, base.ggml_backend_dev_type.restype = (
+        [ctypes.c_void_p],
+        ctypes.c_int,
+    )
+    base.ggml_backend_dev_memory.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
+    base.ggml_backend_dev_memory.restype = None
+    base.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    base.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    base.ggml_backend_reg_name.argtypes, base.ggml_backend_reg_name.restype = (
+        [ctypes.c_void_p],
+        ctypes.c_char_p,
+    )
+    return ggml, base
+
+
+def ggml_devices() -> list[Device]:
+    """Every device in ggml's registry, in its order (GPUs first, the CPU last)."""
+    ggml, base = _bind()
+    devices = []
+    for index in range(ggml.ggml_backend_dev_count()):
+        handle = ggml.ggml_backend_dev_get(index)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        base.ggml_backend_dev_memory(handle, ctypes.byref(free), ctypes.byref(total))
+        devices.append(
+            Device(
+                backend=_text(
+                    base.ggml_backend_reg_name(base.ggml_backend_dev_backend_reg(handle))
+                ),
+                name=_text(base.ggml_backend_dev_name(handle)),
+                description=_text(base.ggml_backend_dev_description(handle)),
+                kind=_DEVICE_KINDS.get(base.ggml_backend_dev_type(handle), "other"),
+                free_bytes=free.value,
+                total_bytes=total.value,
+            )
+        )
+    return devices
+
+
+def _text(value: bytes | None) -> str:
+    return (value or b"").decode("utf-8", errors="replace")
+
+
+def choose_devices(usevulkan: Sequence[int] | None, usecpu: bool) -> None:
+    """Make ggml see only the devices the user chose; before anything touches the registry.
+
+    `--usevulkan 1 2` → GGML_VK_VISIBLE_DEVICES=1,2 (the Vulkan loader's indices, which
+    `hearth list-devices` shows); `--usevulkan` alone keeps ggml's default (every GPU);
+    `--usecpu` hides every GPU, so not even the prompt's matrix products are offloaded to one.
+    A variable the user set in the environment is respected when no flag says otherwise.
+    """
+    if usecpu:
+        os.environ["GGML_VK_VISIBLE_DEVICES"] = ""
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return
+    if usevulkan:
+        os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(index) for index in usevulkan)
+
+
+def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[str]) -> Placement:
+    """Choose the devices and the number of offloaded layers; before the model loads.
+
+    `--gpulayers -1` (the default, KoboldCpp's autofit) offloads as many layers as the GGUF
+    header's estimate fits in the chosen GPUs' free memory; a count is taken as given."""
+    if settings.usevulkan:
+        _check_vulkan_ids(settings.usevulkan)
+    choose_devices(settings.usevulkan, settings.usecpu)
+    batch = settings.batch_size
+    estimate = estimate_memory(gguf_summary(path), settings.contextsize, batch)
+    total = estimate.all_layers
+    if settings.usecpu:
+        return Placement("CPU", (), 0, total, "--usecpu")
+    if not gpu_backends:
+        return Placement("CPU", (), 0, total, "this build of llama.cpp has no GPU backend")
+    gpus = [device for device in ggml_devices() if device.takes_layers]
+    if not gpus:
+        return Placement("CPU", (), 0, total, _no_gpu_reason())
+    if settings.gpulayers >= 0:
+        layers, reason = min(settings.gpulayers, total), f"--gpulayers {settings.gpulayers}"
+    else:
+        free = sum(device.free_bytes for device in gpus)
+        layers = auto_gpu_layers(estimate, free)
+        reason = (
+            f"auto: about {mib(estimate.device_bytes(layers))} of {mib(free)} free "
+            f"for a {settings.contextsize}-token context"
+        )
+    backend = "+".join(dict.fromkeys(device.backend for device in gpus))
+    return Placement(backend, tuple(device.summary() for device in gpus), layers, total, reason)
+
+
+def _check_vulkan_ids(ids: Sequence[int]) -> None:
+    """ggml aborts on an index the Vulkan loader does not have: refuse it clearly first."""
+    devices = vulkan_devices()
+    wrong = [index for index in ids if index >= len(devices)]
+    if wrong:
+        listed = "; ".join(f"{d.index}: {d.name}" for d in devices) or "none"
+        raise EngineError(
+            f"--usevulkan {' '.join(map(str, wrong))}: no such Vulkan device (this machine "
+            f"has: {listed})"
+        )
+
+
+def _no_gpu_reason() -> str:
+    software = [d for d in vulkan_devices() if not d.is_gpu]
+    if software:
+        # ggml passes over CPU-type Vulkan devices unless asked for them by index
+        first = software[0]
+        return (
+            f"no Vulkan GPU found; {first.name} is a software device, used only when chosen: "
+            f"--usevulkan {first.index}"
+        )
+    return "no GPU found"

@@ -1,0 +1,84 @@
+"""`hearth list-devices [--json]`: the devices a user can choose, with their memory.
+
+The launcher runs this as a child process (a broken GPU driver can crash the process that
+probes it; the launcher must survive that) and fills its Backend choice from the JSON. The
+Vulkan list comes from the Vulkan loader, so software devices such as lavapipe appear too,
+under the index that `--usevulkan` takes; each one's free memory comes from ggml, which is
+asked to see every Vulkan device for this one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+from server.gpu_backends import gpu_backends
+from server.vulkan_devices import vulkan_devices
+
+
+@dataclass(frozen=True)
+class ListedDevice:
+    backend: str  # "Vulkan", "CUDA", "CPU"
+    id: int | None  # the index --usevulkan takes (None for the CPU)
+    name: str
+    kind: str  # "discrete GPU", "integrated GPU", "CPU", …
+    free_bytes: int
+    total_bytes: int
+
+    def line(self) -> str:
+        label = f"{self.backend} {self.id}" if self.id is not None else self.backend
+        return (
+            f"{label}: {self.name} ({self.kind}), {self.free_bytes / 2**30:.1f} GiB free of "
+            f"{self.total_bytes / 2**30:.1f} GiB"
+        )
+
+
+def list_devices() -> list[ListedDevice]:
+    backends = gpu_backends()
+    loader_devices = vulkan_devices() if "Vulkan" in backends else []
+    # Before ggml's registry exists: show it every device, software ones included.
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(d.index) for d in loader_devices)
+    from server.core.llama.devices import ggml_devices  # loads llama.cpp's libraries
+
+    listed = []
+    vulkan_index = 0
+    for device in ggml_devices():
+        if device.backend == "Vulkan" and vulkan_index < len(loader_devices):
+            known = loader_devices[vulkan_index]
+            vulkan_index += 1
+            listed.append(
+                ListedDevice(
+                    "Vulkan",
+                    known.index,
+                    known.name,
+                    known.kind,
+                    device.free_bytes,
+                    device.total_bytes,
+                )
+            )
+        elif device.backend in ("CUDA", "CPU"):
+            number = device.name.removeprefix(device.backend)
+            listed.append(
+                ListedDevice(
+                    device.backend,
+                    int(number) if number.isdigit() else None,
+                    device.description,
+                    device.kind,
+                    device.free_bytes,
+                    device.total_bytes,
+                )
+            )
+    return listed
+
+
+def main(arguments: list[str]) -> int:
+    devices = list_devices()
+    if "--json" in arguments:
+        sys.stdout.write(json.dumps([asdict(device) for device in devices]) + "\n")
+    else:
+        for device in devices:
+            sys.stdout.write(device.line() + "\n")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,100 @@
+"""Where the model runs: the memory estimate, auto GPU layers, device choice and its errors.
+
+These run on any build; the Vulkan device itself is exercised in tests/gpu/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server.config import HearthSettings
+from server.core.engine import EngineError
+from server.core.llama.devices import choose_devices, ggml_devices, plan_placement
+from server.gguf_metadata import gguf_summary
+from server.memory_fit import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
+from server.model_file import resolve_model_path
+from server.vulkan_devices import vulkan_devices
+
+
+@pytest.fixture(scope="module")
+def bundled_model() -> Path:
+    return resolve_model_path(None)
+
+
+def test_the_estimate_adds_up_to_the_weights_in_the_file(bundled_model: Path) -> None:
+    summary = gguf_summary(bundled_model)
+    estimate = estimate_memory(summary, context=4096, batch=512)
+    assert estimate.layers == 18 and estimate.all_layers == 19
+    layer_tensors = sum(t.n_bytes or 0 for t in summary.tensors if t.name.startswith("blk."))
+    assert abs(estimate.layer_bytes * estimate.layers - layer_tensors) < estimate.layers
+    # Gemma 3 ties its output to the token embedding: the output layer is that tensor again.
+    assert estimate.output_bytes >= next(
+        t.n_bytes for t in summary.tensors if t.name == "token_embd.weight"
+    )
+    # f16 K and V for 4096 positions of one 256-wide KV head
+    assert estimate.kv_layer_bytes == 4096 * 1 * (256 + 256) * 2
+    # A longer context needs more: the KV cache grows with it.
+    longer = estimate_memory(summary, context=16384, batch=512)
+    assert longer.device_bytes(19) > estimate.device_bytes(19)
+
+
+def test_auto_layers_fit_the_free_memory(bundled_model: Path) -> None:
+    estimate = estimate_memory(gguf_summary(bundled_model), context=4096, batch=512)
+    sizes = [estimate.device_bytes(n) for n in range(estimate.all_layers + 1)]
+    assert sizes == sorted(sizes) and sizes[0] == 0
+    plenty = estimate.device_bytes(estimate.all_layers) + HEADROOM_BYTES
+    assert auto_gpu_layers(estimate, plenty) == estimate.all_layers
+    assert auto_gpu_layers(estimate, HEADROOM_BYTES) == 0
+    # Room for exactly ten repeating layers: ten, not eleven, and not the output layer.
+    ten = estimate.device_bytes(10) + HEADROOM_BYTES
+    assert auto_gpu_layers(estimate, ten) == 10
+    assert auto_gpu_layers(estimate, ten - 1) == 9
+
+
+def test_usecpu_hides_every_gpu_and_usevulkan_picks_devices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    choose_devices(None, usecpu=False)
+    assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # ggml's default: every GPU
+    choose_devices([], usecpu=False)
+    assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # --usevulkan alone: the same
+    choose_devices([1, 0], usecpu=False)
+    assert os.environ["GGML_VK_VISIBLE_DEVICES"] == "1,0"
+    choose_devices(None, usecpu=True)
+    assert os.environ["GGML_VK_VISIBLE_DEVICES"] == ""
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_placement_on_the_cpu_says_why(
+    bundled_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")  # restored after the test
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    placement = plan_placement(
+        HearthSettings(usecpu=True, gpulayers=30), bundled_model, ("Vulkan",)
+    )
+    assert (placement.backend, placement.gpu_layers, placement.reason) == ("CPU", 0, "--usecpu")
+    assert placement.total_layers == 19
+    placement = plan_placement(HearthSettings(), bundled_model, ())
+    assert placement.gpu_layers == 0
+    assert placement.reason == "this build of llama.cpp has no GPU backend"
+    assert placement.describe() == "CPU (this build of llama.cpp has no GPU backend)"
+
+
+def test_a_vulkan_id_the_machine_lacks_is_refused_by_name(
+    bundled_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")
+    missing = len(vulkan_devices()) + 3
+    with pytest.raises(EngineError, match=rf"--usevulkan {missing}: no such Vulkan device"):
+        plan_placement(HearthSettings(usevulkan=[missing]), bundled_model, ("Vulkan",))
+
+
+def test_ggml_lists_the_cpu_with_its_memory() -> None:
+    cpu = [device for device in ggml_devices() if device.backend == "CPU"]
+    assert len(cpu) == 1 and cpu[0].kind == "CPU" and not cpu[0].takes_layers
+    assert cpu[0].total_bytes > 256 * MIB and 0 < cpu[0].free_bytes <= cpu[0].total_bytes
