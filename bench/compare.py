@@ -312,7 +312,24 @@ def report(results: dict[str, Figures], events: float, args: argparse.Namespace)
         "- llama-cpp-python's server runs one request at a time and dropped concurrent "
         "streams, so it has no 4-stream figure.\n"
     )
+    document += GPU_NOTE
     (ROOT / "docs" / "PERFORMANCE.md").write_text(document)
+
+
+# Kept by hand (this script measures on the CPU): what is known about GPUs.
+GPU_NOTE = """
+## On a GPU
+
+No GPU figures yet. `make install` builds llama.cpp with the Vulkan backend (and `make install
+GPU=cuda` with CUDA), but no session that worked on it had a GPU machine, and no figure is
+invented here. The one Vulkan device on this machine is Mesa's lavapipe (llvmpipe), a software
+rasteriser running on these same 2 cores: the Vulkan tests use it to check behaviour, and its
+speed (a few tokens per second once its shaders are compiled, seconds per token before) says
+nothing about a GPU. Where no GPU is chosen the Vulkan build runs on the CPU as fast as the
+CPU-only build: `bench/engine_speed.py --repeats 3`, 2026-11-30, same machine, one after the
+other: bare decode loop 38.9 tokens/s (Vulkan build) vs 40.5 (CPU build), Hearth's engine
+40.8 vs 38.3: both within this VM's ±10% drift.
+"""
 
 
 def _cpu_model() -> str:

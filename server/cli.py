@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hearth",
         description="Serve a local GGUF language model to every chat client: KoboldAI, OpenAI, "
         "Anthropic and Ollama APIs.",
+        epilog="`hearth list-devices [--json]` lists the GPUs and the CPU llama.cpp can use, "
+        "with the numbers --usevulkan takes.",
         argument_default=argparse.SUPPRESS,
     )
     # Positionals get an explicit None: argparse would otherwise run `type` on SUPPRESS.

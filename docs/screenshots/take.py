@@ -50,10 +50,18 @@ def main() -> None:
     application = QApplication(sys.argv[:1])
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=4096))
     window.show()
+    gpu = window.quick.gpu
+    if gpu.has_gpu:  # the Backend list as a user sees it, once the device probe answered
+        wait_until(lambda: bool(gpu.devices), 60_000)
+        first_vulkan = gpu.backend.findData("vulkan:0")
+        if first_vulkan >= 0:
+            gpu.backend.setCurrentIndex(first_vulkan)
     for index, name in enumerate(["quick-launch", "network", "context"]):
         window.tabs.setCurrentIndex(index)
         wait(300)
         window.grab().save(str(OUT / f"launcher-{name}.png"))
+    # The running view's figures need a quick device: lavapipe (a software GPU) is not one.
+    gpu.backend.setCurrentIndex(max(gpu.backend.findData("auto"), 0))
     window.launch()
     wait_until(lambda: window.run_view.state.text() == "Idle")
     base = f"http://127.0.0.1:{window.settings.port_param}"
