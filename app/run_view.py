@@ -165,7 +165,7 @@ class RunView(QWidget):
         self.total = QLabel("-")
         self.prompt_speed = QLabel("-")
         self.generation_speed = QLabel("-")
-        self.placement = QLabel("-")
+        self.placement = QLabel("Runs on: -")
         self.placement.setWordWrap(True)
         figures = QGridLayout()
         for row, (caption, value) in enumerate(
@@ -174,7 +174,6 @@ class RunView(QWidget):
                 ("Generations:", self.total),
                 ("Last prompt speed:", self.prompt_speed),
                 ("Last generation speed:", self.generation_speed),
-                ("Runs on:", self.placement),
             ]
         ):
             figures.addWidget(QLabel(caption), row, 0)
@@ -199,6 +198,7 @@ class RunView(QWidget):
         top.addWidget(self.plot, 2)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addWidget(self.placement)  # full width: the reason can be a sentence
         layout.addLayout(buttons)
         layout.addWidget(self.log, 1)
         self._last_total: int | None = None
@@ -219,7 +219,7 @@ class RunView(QWidget):
         else:
             self.state.setText("Idle")
         self.waiting.setText(str(waiting))
-        self.placement.setText(str(perf.get("placement", "-")))
+        self.placement.setText(f"Runs on: {perf.get('placement', '-')}")
         total = int(perf.get("total_gens", 0))
         self.total.setText(str(total))
         self.prompt_speed.setText(f"{float(perf.get('last_process_speed', 0)):.1f} tokens/s")

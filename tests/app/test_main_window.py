@@ -169,6 +169,8 @@ def test_launch_runs_a_real_server_shows_log_and_queue_and_stops(qtbot: QtBot) -
     qtbot.waitUntil(lambda: window.run_view.state.text() == "Idle", timeout=10_000)
     assert window.run_view.total.text() == "1"
     assert window.run_view.plot.points  # the finished generation's speed is plotted
+    # where the model runs, as the server said it (this machine: on the CPU)
+    assert window.run_view.placement.text().startswith("Runs on: CPU (")
 
     with qtbot.waitSignal(window.server_ready, timeout=120_000):
         window.run_view.restart_button.click()
