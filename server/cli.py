@@ -28,6 +28,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "contextsize": ("--contextsize",),
     "gpulayers": ("--gpulayers",),
     "usevulkan": ("--usevulkan",),
+    "usecuda": ("--usecuda",),
     "usecpu": ("--usecpu",),
     "multiuser": ("--multiuser",),
     "parallelrequests": ("--parallelrequests",),
@@ -85,6 +86,9 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
         parser.add_argument(
             *flags, dest=name, nargs="*", type=int, metavar="ID", help=f"{description}"
         )
+        return
+    if name == "usecuda":  # KoboldCpp: `--usecuda [normal|lowvram] [ID] [mmq|nommq] …`
+        parser.add_argument(*flags, dest=name, nargs="*", metavar="WORD", help=description)
         return
     if field.annotation is not int:  # text: a path, a host, a password
         parser.add_argument(*flags, dest=name, metavar=_METAVARS.get(name), help=description)

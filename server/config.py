@@ -43,7 +43,18 @@ class HearthSettings(BaseModel):
     usevulkan: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
         default=None, description="Use the Vulkan backend, on these device ids (none: all)."
     )
+    # KoboldCpp's `usecuda`: null, or its words ["normal"|"lowvram", "<device id>"|"all",
+    # "mmq"|"nommq", "rowsplit"]; Hearth honours the device id and keeps the rest as written.
+    usecuda: list[str] | None = Field(
+        default=None, description="Use the CUDA backend ([normal] [device id]; none: all GPUs)."
+    )
     usecpu: bool = Field(default=False, description="Run on the CPU only: offload nothing.")
+
+    @property
+    def cuda_device(self) -> int | None:
+        """The device id in `usecuda` (KoboldCpp writes it as a string), if one is given."""
+        return next((int(word) for word in self.usecuda or [] if word.isdigit()), None)
+
     multiuser: int = Field(
         default=DEFAULT_MULTIUSER,
         ge=0,

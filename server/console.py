@@ -35,6 +35,12 @@ def announce_backend(
             "the CPU. %s",
             GPU_BUILD_HINT,
         )
+    if settings.usecuda is not None and "CUDA" not in gpu_backends:
+        logger.warning(
+            "--usecuda: this build of llama.cpp has no CUDA backend (make install GPU=cuda, "
+            "with the CUDA toolkit, builds one), so it runs %s.",
+            "on the other GPUs it has" if gpu_backends else "on the CPU",
+        )
     logger.info("Backend: %s.", placement.describe())
 
 

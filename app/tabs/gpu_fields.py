@@ -25,6 +25,7 @@ from server.memory_fit import auto_gpu_layers, estimate_memory, mib
 AUTO_BACKEND = "auto"  # no flag: llama.cpp uses every GPU it finds
 CPU_BACKEND = "cpu"
 EVERY_VULKAN = "vulkan"
+EVERY_CUDA = "cuda"
 # Devices llama.cpp offloads to unless told otherwise (a Vulkan "CPU" device such as lavapipe
 # only when chosen by number)
 GPU_KINDS = ("discrete GPU", "integrated GPU", "GPU")
@@ -33,6 +34,9 @@ GPU_KINDS = ("discrete GPU", "integrated GPU", "GPU")
 def backend_key(settings: HearthSettings) -> str:
     if settings.usecpu:
         return CPU_BACKEND
+    if settings.usecuda is not None:
+        device = settings.cuda_device
+        return EVERY_CUDA if device is None else f"cuda:{device}"
     if settings.usevulkan is None:
         return AUTO_BACKEND
     if len(settings.usevulkan) == 1:
@@ -60,6 +64,7 @@ class GpuFields(QObject):
         self._probe_failure = ""
         self._kept_layers = self.gpu_layers.value()
         self._kept_backend = AUTO_BACKEND
+        self._kept_cuda_words: list[str] | None = None
         self._model: Path | None = None
         self._context = 4096
         self._fill_backends(AUTO_BACKEND)
@@ -106,6 +111,7 @@ class GpuFields(QObject):
     def load(self, settings: HearthSettings) -> None:
         self._kept_layers = settings.gpulayers
         self._kept_backend = backend_key(settings)
+        self._kept_cuda_words = settings.usecuda
         self._fill_backends(self._kept_backend)
         self.gpu_layers.setValue(settings.gpulayers if self.has_gpu else -1)
         self._update()
@@ -116,11 +122,23 @@ class GpuFields(QObject):
         else:
             key, layers = self.backend.currentData(), self.gpu_layers.value()
         usevulkan: list[int] | None = None
+        usecuda: list[str] | None = None
         if key == EVERY_VULKAN:
             usevulkan = []
         elif key.startswith("vulkan:"):
             usevulkan = [int(index) for index in key.removeprefix("vulkan:").split(",")]
-        return {"usecpu": key == CPU_BACKEND, "usevulkan": usevulkan, "gpulayers": layers}
+        elif key == self._kept_backend and self._kept_cuda_words is not None:
+            usecuda = self._kept_cuda_words  # KoboldCpp's other words (mmq, …) kept as written
+        elif key == EVERY_CUDA:
+            usecuda = ["normal"]
+        elif key.startswith("cuda:"):
+            usecuda = ["normal", key.removeprefix("cuda:")]
+        return {
+            "usecpu": key == CPU_BACKEND,
+            "usevulkan": usevulkan,
+            "usecuda": usecuda,
+            "gpulayers": layers,
+        }
 
     # -- devices and the estimate ------------------------------------------------------
 
@@ -143,35 +161,41 @@ class GpuFields(QObject):
         self.backend.clear()
         if self.has_gpu:
             self.backend.addItem("Auto (every GPU found)", AUTO_BACKEND)
-        if "Vulkan" in self.backends:
-            self.backend.addItem("Use Vulkan (every GPU)", EVERY_VULKAN)
+        for backend, every in (("CUDA", EVERY_CUDA), ("Vulkan", EVERY_VULKAN)):
+            if backend not in self.backends:
+                continue
+            self.backend.addItem(f"Use {backend} (every GPU)", every)
             for device in self.devices:
-                if device.backend == "Vulkan":
+                if device.backend == backend:
                     software = "" if device.kind in GPU_KINDS else f", {device.kind}"
                     self.backend.addItem(
-                        f"Use Vulkan: {device.id}: {device.name}{software}, "
+                        f"Use {backend}: {device.id}: {device.name}{software}, "
                         f"{device.free_bytes / 2**30:.1f} GiB free",
-                        f"vulkan:{device.id}",
+                        f"{every}:{device.id}",
                     )
         self.backend.addItem("Use CPU", CPU_BACKEND)
         index = self.backend.findData(selected)
-        if index < 0 and selected.startswith("vulkan:"):
+        if index < 0 and ":" in selected:
             # a device from another machine's settings: kept, and shown as not found
-            self.backend.addItem(
-                f"Use Vulkan: {selected.removeprefix('vulkan:')} (not found)", selected
-            )
+            backend, _, ids = selected.partition(":")
+            name = "CUDA" if backend == EVERY_CUDA else "Vulkan"
+            self.backend.addItem(f"Use {name}: {ids} (not found)", selected)
             index = self.backend.count() - 1
         self.backend.setCurrentIndex(max(index, 0))
         self.backend.blockSignals(False)
 
     def chosen_gpus(self) -> list[ListedDevice]:
         key = self.backend.currentData() or AUTO_BACKEND
-        vulkan = [d for d in self.devices if d.backend == "Vulkan"]
         if key == CPU_BACKEND:
             return []
-        if key.startswith("vulkan:"):
-            ids = {int(index) for index in key.removeprefix("vulkan:").split(",")}
-            return [d for d in vulkan if d.id in ids]
+        if key in (EVERY_CUDA, EVERY_VULKAN):
+            backend = "CUDA" if key == EVERY_CUDA else "Vulkan"
+            return [d for d in self.devices if d.backend == backend and d.kind in GPU_KINDS]
+        if ":" in key:
+            every, _, listed = key.partition(":")
+            backend = "CUDA" if every == EVERY_CUDA else "Vulkan"
+            ids = {int(index) for index in listed.split(",")}
+            return [d for d in self.devices if d.backend == backend and d.id in ids]
         # ggml's default: real GPUs only (software devices only when chosen by number)
         return [d for d in self.devices if d.kind in GPU_KINDS]
 

@@ -125,3 +125,28 @@ def test_backends_are_read_from_the_library_files(tmp_path: Path) -> None:
     (tmp_path / "ggml-cuda.dll").touch()
     assert gpu_backends(tmp_path) == ("CUDA", "Vulkan")
     assert gpu_backends(tmp_path / "missing") == ()
+
+
+def test_a_cuda_build_lists_its_devices_and_keeps_koboldcpps_words(qtbot: QtBot) -> None:
+    first = ListedDevice("CUDA", 0, "NVIDIA GeForce RTX 4070", "GPU", 11 * GIB, 12 * GIB)
+    second = ListedDevice("CUDA", 1, "NVIDIA GeForce RTX 3060", "GPU", 5 * GIB, 6 * GIB)
+    tab = QuickLaunchTab(gpu_backends=("CUDA",))
+    qtbot.addWidget(tab)
+    tab.load(HearthSettings(usecuda=["normal", "1", "mmq"]))
+    tab.gpu.set_devices([first, second, CPU])
+    assert backend_items(tab) == [
+        "Auto (every GPU found)",
+        "Use CUDA (every GPU)",
+        "Use CUDA: 0: NVIDIA GeForce RTX 4070, 11.0 GiB free",
+        "Use CUDA: 1: NVIDIA GeForce RTX 3060, 5.0 GiB free",
+        "Use CPU",
+    ]
+    assert tab.gpu.backend.currentText().startswith("Use CUDA: 1:")
+    assert (tab.read()["usecuda"], tab.read()["usevulkan"]) == (["normal", "1", "mmq"], None)
+    tab.gpu.backend.setCurrentIndex(tab.gpu.backend.findData("cuda:0"))
+    assert tab.read()["usecuda"] == ["normal", "0"]
+    assert tab.gpu_note.text().endswith("of 11.0 GiB free")  # the chosen GPU's memory
+    tab.gpu.backend.setCurrentIndex(tab.gpu.backend.findData("cuda"))
+    assert tab.read()["usecuda"] == ["normal"]
+    tab.gpu.backend.setCurrentIndex(tab.gpu.backend.findData("auto"))
+    assert tab.read()["usecuda"] is None and tab.read()["usevulkan"] is None

@@ -58,13 +58,19 @@ def test_usecpu_hides_every_gpu_and_usevulkan_picks_devices(
 ) -> None:
     monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    choose_devices(None, usecpu=False)
+    choose_devices(HearthSettings())
     assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # ggml's default: every GPU
-    choose_devices([], usecpu=False)
-    assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # --usevulkan alone: the same
-    choose_devices([1, 0], usecpu=False)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    choose_devices(HearthSettings(usevulkan=[]))
+    assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # --usevulkan alone: every Vulkan GPU
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # and no CUDA one
+    choose_devices(HearthSettings(usevulkan=[1, 0]))
     assert os.environ["GGML_VK_VISIBLE_DEVICES"] == "1,0"
-    choose_devices(None, usecpu=True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    choose_devices(HearthSettings(usecuda=["normal", "1", "mmq"]))  # KoboldCpp's words
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert os.environ["GGML_VK_VISIBLE_DEVICES"] == ""
+    choose_devices(HearthSettings(usecpu=True))
     assert os.environ["GGML_VK_VISIBLE_DEVICES"] == ""
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 

@@ -139,6 +139,9 @@ def test_backend_flags_as_koboldcpp_spells_them() -> None:
     assert parse_command_line(["--usevulkan"]).settings.usevulkan == []  # every device
     assert parse_command_line(["--usevulkan", "0", "2"]).settings.usevulkan == [0, 2]
     assert parse_command_line(["--usecpu"]).settings.usecpu is True
+    cuda = parse_command_line(["--usecuda", "normal", "1", "mmq"]).settings
+    assert (cuda.usecuda, cuda.cuda_device) == (["normal", "1", "mmq"], 1)
+    assert parse_command_line(["--usecuda"]).settings.cuda_device is None  # every GPU
     with pytest.raises(ValidationError):
         parse_command_line(["--usevulkan", "-1"])
     # KoboldCpp's default: -1, as many layers as fit (autofit)
@@ -152,7 +155,12 @@ def test_koboldcpp_backend_keys_load_and_save(tmp_path: Path) -> None:
     settings = load_kcpps(path)
     assert (settings.usevulkan, settings.usecpu, settings.gpulayers) == ([1], False, 30)
     saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
-    assert (saved["usevulkan"], saved["usecpu"]) == ([1], False)
+    assert (saved["usevulkan"], saved["usecpu"], saved["usecuda"]) == ([1], False, None)
+    path.write_text(json.dumps({"usecuda": ["lowvram", "0", "nommq"], "usevulkan": None}))
+    settings = load_kcpps(path)
+    assert settings.cuda_device == 0
+    saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
+    assert saved["usecuda"] == ["lowvram", "0", "nommq"]
 
 
 def test_console_names_the_backend_and_a_vulkan_request_it_cannot_honour(
@@ -164,6 +172,11 @@ def test_console_names_the_backend_and_a_vulkan_request_it_cannot_honour(
     assert "no Vulkan backend, so everything runs on the CPU" in caplog.text
     assert "libvulkan-dev" in caplog.text
     assert "Backend: CPU (this build of llama.cpp has no GPU backend)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="hearth"):
+        announce_start(HearthSettings(usecuda=["normal"]), "m", gpu_backends=("Vulkan",))
+    assert "--usecuda: this build of llama.cpp has no CUDA backend" in caplog.text
+    assert "make install GPU=cuda" in caplog.text
     caplog.clear()
     vulkan = Placement("Vulkan", ("Vulkan0 (Radeon, 7.5 GiB free)",), 10, 19, "--gpulayers 10")
     everything = Placement("Vulkan", ("Vulkan0 (Radeon, 7.5 GiB free)",), 19, 19, "auto")

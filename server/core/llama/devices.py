@@ -102,20 +102,29 @@ def _text(value: bytes | None) -> str:
     return (value or b"").decode("utf-8", errors="replace")
 
 
-def choose_devices(usevulkan: Sequence[int] | None, usecpu: bool) -> None:
+def choose_devices(settings: HearthSettings) -> None:
     """Make ggml see only the devices the user chose; before anything touches the registry.
 
     `--usevulkan 1 2` → GGML_VK_VISIBLE_DEVICES=1,2 (the Vulkan loader's indices, which
     `hearth list-devices` shows); `--usevulkan` alone keeps ggml's default (every GPU);
-    `--usecpu` hides every GPU, so not even the prompt's matrix products are offloaded to one.
-    A variable the user set in the environment is respected when no flag says otherwise.
+    `--usecuda normal 1` → CUDA_VISIBLE_DEVICES=1. Choosing one backend hides the other's
+    devices (a build rarely has both). `--usecpu` hides every GPU, so not even the prompt's
+    matrix products are offloaded to one. A variable the user set in the environment is
+    respected when no flag says otherwise.
     """
-    if usecpu:
+    if settings.usecpu:
         os.environ["GGML_VK_VISIBLE_DEVICES"] = ""
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return
-    if usevulkan:
-        os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(index) for index in usevulkan)
+    if settings.usevulkan is not None and settings.usecuda is None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if settings.usecuda is not None and settings.usevulkan is None:
+        os.environ["GGML_VK_VISIBLE_DEVICES"] = ""
+    if settings.usevulkan:
+        ids = ",".join(str(index) for index in settings.usevulkan)
+        os.environ["GGML_VK_VISIBLE_DEVICES"] = ids
+    if settings.cuda_device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(settings.cuda_device)
 
 
 def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[str]) -> Placement:
@@ -125,7 +134,7 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
     header's estimate fits in the chosen GPUs' free memory; a count is taken as given."""
     if settings.usevulkan:
         _check_vulkan_ids(settings.usevulkan)
-    choose_devices(settings.usevulkan, settings.usecpu)
+    choose_devices(settings)
     batch = settings.batch_size
     estimate = estimate_memory(gguf_summary(path), settings.contextsize, batch)
     total = estimate.all_layers
