@@ -1,7 +1,8 @@
 """The Vulkan backend on a real Vulkan device: Mesa's lavapipe (llvmpipe) in CI.
 
 ggml passes over CPU-type Vulkan devices unless chosen by index, so these tests choose device
-0 with `--usevulkan 0` (Hearth sets GGML_VK_VISIBLE_DEVICES from it). lavapipe is slow (about
+0: the server through GGML_VK_VISIBLE_DEVICES=0 with a bare `--usevulkan`, the logits check
+with `--usevulkan 0` (from which Hearth sets that variable itself). lavapipe is slow (about
 a token per second), so the tests are few and generate at most 16 tokens. They skip, saying
 why, on a build without the Vulkan backend or a machine without a Vulkan driver.
 """
@@ -47,7 +48,11 @@ def device_flags() -> list[str]:
 
 @pytest.fixture(scope="module")
 def vulkan_server(start_hearth: Callable[..., RunningServer]) -> RunningServer:
-    return start_hearth([*device_flags(), "--contextsize", "1024"])
+    # The other way to choose a device: ggml's own variable, which a bare --usevulkan keeps.
+    return start_hearth(
+        ["--usevulkan", "--gpulayers", "99", "--contextsize", "1024"],
+        env={"GGML_VK_VISIBLE_DEVICES": str(DEVICE)},
+    )
 
 
 def test_the_server_runs_on_the_vulkan_device_and_says_so(vulkan_server: RunningServer) -> None:
