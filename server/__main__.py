@@ -20,7 +20,8 @@ from server.core.engine import EngineError
 from server.gpu_backends import gpu_backends
 from server.http_server import http_server
 from server.kcpps import SettingsFileError
-from server.model_file import ModelFileError, resolve_model_path
+from server.model_fetch import model_for
+from server.model_file import ModelFileError
 from server.netcheck import port_in_use
 from server.parent_watch import stop_when_launcher_leaves
 
@@ -85,7 +86,7 @@ def serve(settings: HearthSettings) -> int:
         )
         return EXIT_USAGE
     try:
-        model_path = resolve_model_path(settings.model_param)
+        model_path = model_for(settings)
     except ModelFileError as exc:
         logger.error("hearth: %s", exc)
         return EXIT_USAGE

@@ -22,6 +22,7 @@ _SETTINGS_SUFFIXES = (".kcpps", ".kcppt")
 # Everything else about a flag (type, default, range, help) comes from HearthSettings.
 _FLAGS: dict[str, tuple[str, ...]] = {
     "model_param": ("--model",),
+    "hf": ("--hf", "-hf"),
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),
@@ -45,7 +46,12 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
 }
-_METAVARS = {"model_param": "PATH", "maxrequestsize": "MB", "password": "PASSWORD"}
+_METAVARS = {
+    "model_param": "PATH|URL",
+    "hf": "OWNER/REPO[:QUANT]",
+    "maxrequestsize": "MB",
+    "password": "PASSWORD",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,5 +141,5 @@ def parse_command_line(argv: Sequence[str] | None = None) -> CommandLine:
     merged = {**base.model_dump(), **given}
     if merged.get("jinja_tools"):
         merged["jinja"] = True  # as in KoboldCpp, Jinja for Tools turns on Use Jinja
-    given_anything = config_path is not None or "model_param" in given
+    given_anything = config_path is not None or "model_param" in given or "hf" in given
     return CommandLine(HearthSettings.model_validate(merged), given_anything)

@@ -29,6 +29,11 @@ class HearthSettings(BaseModel):
     model_param: str | None = Field(
         default=None, description="Path of the GGUF text model; none serves the bundled model."
     )
+    # llama-server's -hf: a Hugging Face repository and quantization, downloaded once.
+    hf: str | None = Field(
+        default=None,
+        description="Serve owner/repo[:QUANT] from Hugging Face (default quant Q4_K_M).",
+    )
     host: str = Field(
         default="",
         description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
@@ -108,7 +113,7 @@ class HearthSettings(BaseModel):
             upper = getattr(constraint, "le", upper)
         return lower, upper
 
-    @field_validator("model_param", "password", mode="before")
+    @field_validator("model_param", "password", "hf", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         # KoboldCpp writes "" as often as null for "not set".

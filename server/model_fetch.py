@@ -1,0 +1,325 @@
+"""Models from the network: `--hf owner/repo[:QUANT]` and `--model <URL>`, downloaded once.
+
+- `--hf owner/repo[:QUANT]` (llama-server's convention): the repository's GGUF file of that
+  quantization (default Q4_K_M; a split model's parts all come down, the first is loaded).
+- `--model https://huggingface.co/<repo>/resolve/<rev>/<file>.gguf` (KoboldCpp accepts model
+  URLs): that file.
+Both go through `huggingface_hub` into its standard cache, so `HF_ENDPOINT`, `HF_TOKEN` and
+`HF_HUB_CACHE` apply and an interrupted download resumes. Any other http(s) URL is fetched by a
+small resumable downloader (HTTP ranges) into Hearth's cache folder. A file already complete in
+a cache is used without any request, so a second start works offline.
+
+Progress goes to the console as lines ("Downloading x.gguf: 40% (96/241 MB, 52.1 MB/s, 3 s
+left)"); every failure is one `ModelFileError` sentence, never a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from server.config import HearthSettings
+from server.model_file import ModelFileError, check_gguf_file, resolve_model_path
+
+logger = logging.getLogger("hearth")
+
+DEFAULT_QUANT = "Q4_K_M"
+_HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
+_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_QUANT_NAME = re.compile(r"(?<![A-Z0-9])(I?Q\d[\w]*?|F16|BF16|F32)(?=[-.]|$)")
+_CHUNK = 1 << 20
+_REPORT_EVERY_SECONDS = 2.0
+
+Progress = Callable[[int, int | None], None]  # bytes done, bytes in all (None: unknown)
+
+
+def model_for(settings: HearthSettings, progress: Progress | None = None) -> Path:
+    """The local GGUF to load for these settings, downloading it first when it is remote."""
+    report = progress or ConsoleProgress()
+    if settings.hf:
+        repo, quant = parse_hf_spec(settings.hf)
+        return fetch_hub_quant(repo, quant, report)
+    reference = settings.model_param
+    if reference and urlparse(reference).scheme in ("http", "https"):
+        hub_file = parse_hub_url(reference)
+        if hub_file is not None:
+            return fetch_hub_file(*hub_file, report)
+        return fetch_url(reference, report)
+    return resolve_model_path(reference)
+
+
+# -- references ---------------------------------------------------------------------------
+
+
+def parse_hf_spec(spec: str) -> tuple[str, str]:
+    """`owner/repo[:QUANT]` (also `hf.co/owner/repo:QUANT`, Ollama's spelling)."""
+    text = spec.strip().removeprefix("https://").removeprefix("hf.co/")
+    text = text.removeprefix("huggingface.co/")
+    repo, _, quant = text.partition(":")
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise ModelFileError(f"--hf {spec}: expected owner/repo or owner/repo:QUANT")
+    return repo, (quant or DEFAULT_QUANT).upper()
+
+
+def parse_hub_url(url: str) -> tuple[str, str, str] | None:
+    """(repo, file, revision) of a huggingface.co `resolve` (or `blob`) URL, else None."""
+    parsed = urlparse(url)
+    if parsed.hostname not in _HUB_HOSTS:
+        return None
+    parts = unquote(parsed.path).strip("/").split("/")
+    if len(parts) < 5 or parts[2] not in ("resolve", "blob"):
+        return None
+    return f"{parts[0]}/{parts[1]}", "/".join(parts[4:]), parts[3]
+
+
+def pick_quant_file(files: list[str], quant: str, repo: str) -> list[str]:
+    """The GGUF file(s) of `quant` in a repository's file list: one file, or every part of a
+    split model in order. Projectors (mmproj) are never the model."""
+    pattern = re.compile(rf"(?<![A-Z0-9]){re.escape(quant.upper())}(?![A-Z0-9])")
+    candidates = [
+        name
+        for name in files
+        if name.lower().endswith(".gguf")
+        and "mmproj" not in name.lower()
+        and pattern.search(Path(name).name.upper())
+    ]
+    if not candidates:
+        available = sorted({q for name in files for q in _quants_in(name)})
+        listed = ", ".join(available) if available else "no GGUF files"
+        raise ModelFileError(f"{repo} has no {quant} GGUF file (it has: {listed})")
+    first = min(candidates, key=lambda name: (name.count("/"), len(name), name))
+    split = _SPLIT_PART.search(first)
+    if split is None:
+        return [first]
+    stem = first[: split.start()]
+    return sorted(name for name in candidates if name.startswith(stem) and _SPLIT_PART.search(name))
+
+
+def _quants_in(name: str) -> list[str]:
+    if not name.lower().endswith(".gguf"):
+        return []
+    found = _QUANT_NAME.findall(Path(name).name.upper())
+    return [quant.rstrip("_") for quant in found]
+
+
+# -- Hugging Face Hub -----------------------------------------------------------------------
+
+
+def fetch_hub_quant(repo: str, quant: str, progress: Progress) -> Path:
+    cached = _cached_quant(repo, quant)
+    if cached is not None:
+        logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
+        return cached
+    files = _hub_call(repo, lambda api: api.list_repo_files(repo))
+    parts = pick_quant_file(files, quant, repo)
+    paths = [fetch_hub_file(repo, name, "main", progress) for name in parts]
+    return paths[0]
+
+
+def fetch_hub_file(repo: str, filename: str, revision: str, progress: Progress) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        local = hf_hub_download(repo, filename, revision=revision, local_files_only=True)
+        logger.info("Model: %s from the Hugging Face cache (%s)", Path(filename).name, repo)
+        return Path(local)
+    except LocalEntryNotFoundError:
+        pass
+    except ValueError:  # revision not cached: fall through to a download
+        pass
+    logger.info("Downloading %s from %s", filename, repo)
+    tqdm_class = _tqdm_reporting_to(progress)
+    local = _hub_call(
+        repo,
+        lambda _api: hf_hub_download(repo, filename, revision=revision, tqdm_class=tqdm_class),
+        filename,
+    )
+    path = Path(local)
+    check_gguf_file(path)
+    return path
+
+
+def _cached_quant(repo: str, quant: str) -> Path | None:
+    """A complete file of `quant` already in the hub cache (no request at all)."""
+    from huggingface_hub import constants
+
+    folder = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "snapshots"
+    if not folder.is_dir():
+        return None
+    for snapshot in sorted(folder.iterdir()):
+        files = [
+            str(path.relative_to(snapshot)) for path in snapshot.rglob("*.gguf") if path.exists()
+        ]
+        try:
+            parts = pick_quant_file(files, quant, repo)
+        except ModelFileError:
+            continue
+        if all((snapshot / part).is_file() for part in parts):
+            return snapshot / parts[0]
+    return None
+
+
+def _hub_call(repo: str, call: Callable[[Any], Any], filename: str = "") -> Any:
+    """Run a hub request; its failures become one sentence."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub import errors as hub_errors
+
+    where = f"{repo}/{filename}" if filename else repo
+    try:
+        return call(HfApi())
+    except hub_errors.GatedRepoError:
+        raise ModelFileError(
+            f"{repo} is gated: accept its terms on huggingface.co, then set HF_TOKEN "
+            "(or the launcher's token field)"
+        ) from None
+    except hub_errors.RepositoryNotFoundError:
+        raise ModelFileError(
+            f"{repo}: no such repository on {constants.ENDPOINT} (a private one needs HF_TOKEN)"
+        ) from None
+    except (hub_errors.EntryNotFoundError, hub_errors.RevisionNotFoundError):
+        raise ModelFileError(f"{where}: no such file in the repository") from None
+    except hub_errors.HfHubHTTPError as exc:
+        raise ModelFileError(f"{where}: the hub answered {_status(exc)}") from None
+    except OSError as exc:
+        raise _os_error(where, exc) from None
+    except Exception as exc:  # network errors come from httpx or requests, by version
+        if "connect" in type(exc).__name__.lower() or "timeout" in type(exc).__name__.lower():
+            raise ModelFileError(
+                f"{where}: cannot reach {constants.ENDPOINT} (is the network down?)"
+            ) from None
+        raise
+
+
+def _status(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return f"HTTP {code}" if code else str(exc).splitlines()[0]
+
+
+def _os_error(where: str, exc: OSError) -> ModelFileError:
+    if exc.errno == errno.ENOSPC:
+        return ModelFileError(f"{where}: the disk is full (free some space and start again)")
+    if "connect" in str(exc).lower():
+        return ModelFileError(f"{where}: cannot connect (is the network down?)")
+    return ModelFileError(f"{where}: {exc.strerror or exc}")
+
+
+def _tqdm_reporting_to(progress: Progress) -> type:
+    """A tqdm class for `hf_hub_download` that reports to `progress` instead of drawing."""
+    from tqdm.auto import tqdm
+
+    class ReportingTqdm(tqdm):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = False
+            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            shown: bool | None = super().update(n)
+            progress(int(self.n), int(self.total) if self.total else None)
+            return shown
+
+        def close(self) -> None:
+            handle = self.fp
+            super().close()
+            handle.close()
+
+    return ReportingTqdm
+
+
+# -- any other URL ----------------------------------------------------------------------------
+
+
+def download_folder() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get("HEARTH_DOWNLOAD_DIR") or base / "hearth" / "downloads")
+
+
+def fetch_url(url: str, progress: Progress) -> Path:
+    """Download `url` once into the cache, resuming a partial file with an HTTP range."""
+    import httpx
+
+    name = Path(unquote(urlparse(url).path)).name or "model.gguf"
+    folder = download_folder() / hashlib.sha256(url.encode()).hexdigest()[:16]
+    target = folder / name
+    if target.is_file():
+        logger.info("Model: %s from the download cache", name)
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(name + ".part")
+    logger.info("Downloading %s", url)
+    try:
+        for _attempt in range(5):  # each attempt resumes where the last one stopped
+            try:
+                _fetch_range(httpx, url, partial, progress)
+                break
+            except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
+                logger.info("Download interrupted (%s); resuming", type(exc).__name__)
+        else:
+            raise ModelFileError(f"{url}: the download kept failing (is the network down?)")
+    except httpx.HTTPStatusError as exc:
+        status = exc.response.status_code
+        raise ModelFileError(f"{url}: the server answered HTTP {status}") from None
+    except OSError as exc:
+        raise _os_error(url, exc) from None
+    os.replace(partial, target)
+    check_gguf_file(target)
+    return target
+
+
+def _fetch_range(httpx: Any, url: str, partial: Path, progress: Progress) -> None:
+    done = partial.stat().st_size if partial.exists() else 0
+    headers = {"Range": f"bytes={done}-"} if done else {}
+    with httpx.stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as reply:
+        if reply.status_code == 416:  # the partial file is already whole
+            return
+        reply.raise_for_status()
+        if done and reply.status_code != 206:
+            done = 0  # the server ignored the range: start over
+        length = reply.headers.get("Content-Length")
+        total = done + int(length) if length and length.isdigit() else None
+        with partial.open("ab" if done else "wb") as handle:
+            for chunk in reply.iter_bytes(_CHUNK):
+                handle.write(chunk)
+                done += len(chunk)
+                progress(done, total)
+    if total is not None and done < total:
+        raise httpx.RemoteProtocolError("the connection closed before the end of the file")
+
+
+class ConsoleProgress:
+    """Download progress as console lines: at most one every 2 s, and the last one."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        finished = total is not None and done >= total
+        if now - self._last < _REPORT_EVERY_SECONDS and not finished:
+            return
+        self._last = now
+        elapsed = max(now - self._started, 1e-6)
+        speed = done / elapsed
+        if total:
+            left = (total - done) / speed if speed > 0 else 0
+            logger.info(
+                "Downloading: %d%% (%d/%d MB, %.1f MB/s, %d s left)",
+                done * 100 // total,
+                done // 2**20,
+                total // 2**20,
+                speed / 2**20,
+                left,
+            )
+        else:
+            logger.info("Downloading: %d MB (%.1f MB/s)", done // 2**20, speed / 2**20)
