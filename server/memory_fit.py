@@ -10,9 +10,13 @@ estimate ("often inaccurate, set yourself"), so it leaves headroom.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from server.gguf_metadata import GGUFSummary
+if TYPE_CHECKING:  # the header reader imports numpy (via gguf); the estimate itself does not
+    from server.gguf_metadata import GGUFSummary
 
 _KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 KV cache
 _FLOAT_BYTES = 4
@@ -29,6 +33,7 @@ class MemoryEstimate:
     kv_layer_bytes: int  # one layer's KV cache for the whole context
     compute_bytes: int  # the compute buffer for one batch
     logits_bytes: int  # the part of the compute buffer for the output layer's logits
+    file_bytes: int = 0  # the GGUF file: all weights, as llama.cpp maps them on the CPU
 
     @property
     def all_layers(self) -> int:
@@ -44,6 +49,12 @@ class MemoryEstimate:
         if gpu_layers > self.layers:
             total += self.output_bytes + self.logits_bytes
         return total
+
+    @property
+    def cpu_bytes(self) -> int:
+        """Memory for running everything on the CPU: weights, KV cache, compute buffer."""
+        kv = self.layers * self.kv_layer_bytes
+        return self.file_bytes + kv + self.compute_bytes + self.logits_bytes
 
 
 def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEstimate:
@@ -78,6 +89,7 @@ def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEst
         kv_layer_bytes=kv_layer,
         compute_bytes=compute,
         logits_bytes=batch * vocabulary * _FLOAT_BYTES,
+        file_bytes=summary.file_size,
     )
 
 
@@ -102,6 +114,20 @@ def auto_gpu_layers(estimate: MemoryEstimate, free_bytes: int) -> int:
         else:
             high = middle - 1
     return low
+
+
+def available_memory() -> int | None:
+    """The memory the system can give a new program now (Linux's MemAvailable), if known."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def mib(count: int) -> str:

@@ -10,15 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
+from app.model_info import describe_model
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.fields import SettingsForm, line_edit, spin_box
+from app.tabs.fields import ERROR_STYLE, SettingsForm, line_edit, spin_box
 from app.tabs.gpu_fields import GpuFields
 from server.config import HearthSettings
 from server.gpu_backends import gpu_backends as find_gpu_backends
 from server.model_file import bundled_model_file
 
+INFO_STYLE = "color: #5f6368;"  # a grey note, not an error
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
 
 
@@ -43,6 +45,9 @@ class QuickLaunchTab(SettingsForm):
             picker,
             "The GGUF model to serve. Leave empty for the bundled Gemma 3 270M.",
         )
+        self.model_info = QLabel()
+        self.model_info.setWordWrap(True)
+        self._layout.addRow("", self.model_info)
         self.context_size = spin_box("contextsize", step=256)
         self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
         self.threads = spin_box("threads", special="Auto")
@@ -77,12 +82,23 @@ class QuickLaunchTab(SettingsForm):
             self._model_changed()
 
     def _model_changed(self) -> None:
-        """The GPU estimate follows the model and the context."""
+        """The model's facts and the memory estimates follow the model and the context."""
         text = self.model_path.text().strip()
+        if text.startswith(("http://", "https://")):
+            self.gpu.set_model(None, self.context_size.value())
+            self.model_info.setText("Downloaded when the server starts.")
+            self.model_info.setStyleSheet(INFO_STYLE)
+            return
         model = Path(text).expanduser() if text else bundled_model_file()
-        self.gpu.set_model(
-            model if model is not None and model.is_file() else None, self.context_size.value()
-        )
+        usable = model if model is not None and model.is_file() else None
+        self.gpu.set_model(usable, self.context_size.value())
+        if usable is None:
+            self.model_info.setText("No such file." if text else "")
+            self.model_info.setStyleSheet(ERROR_STYLE)
+            return
+        info = describe_model(usable, self.context_size.value())
+        self.model_info.setText(info.text)
+        self.model_info.setStyleSheet(ERROR_STYLE if info.problem else INFO_STYLE)
 
     def load(self, settings: HearthSettings) -> None:
         self.model_path.setText(settings.model_param or "")
