@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app import settings_store
 from app.device_probe import DeviceProbe
+from app.hub_client import HubClient
 from app.paths import config_dir, presets_dir, server_command
 from app.run_view import PerfPoller, RunView
 from app.server_process import ServerProcess
@@ -61,7 +62,8 @@ class MainWindow(QMainWindow):
         self.settings = settings_store.apply_launcher_rules(
             settings or self.preferences.last_settings
         )
-        self.quick = QuickLaunchTab()
+        self.hub = HubClient(self)
+        self.quick = QuickLaunchTab(hub=self.hub)
         self.network = NetworkTab()
         self.context = ContextTab()
         self.run_view = RunView()
@@ -330,6 +332,8 @@ class MainWindow(QMainWindow):
         # QProcess's destructor would kill the server in the middle of its shutdown.
         self.server.stop_and_wait()
         self.device_probe.stop()
+        self.hub.cancel()  # a download in progress stops; its partial file resumes next time
+        self.hub.wait()
         super().closeEvent(event)
 
     def showEvent(self, event: QShowEvent) -> None:

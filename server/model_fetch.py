@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,7 +93,7 @@ def pick_quant_file(files: list[str], quant: str, repo: str) -> list[str]:
         and pattern.search(Path(name).name.upper())
     ]
     if not candidates:
-        available = sorted({q for name in files for q in _quants_in(name)})
+        available = sorted({q for name in files for q in quants_in(name)})
         listed = ", ".join(available) if available else "no GGUF files"
         raise ModelFileError(f"{repo} has no {quant} GGUF file (it has: {listed})")
     first = min(candidates, key=lambda name: (name.count("/"), len(name), name))
@@ -103,7 +104,7 @@ def pick_quant_file(files: list[str], quant: str, repo: str) -> list[str]:
     return sorted(name for name in candidates if name.startswith(stem) and _SPLIT_PART.search(name))
 
 
-def _quants_in(name: str) -> list[str]:
+def quants_in(name: str) -> list[str]:
     if not name.lower().endswith(".gguf"):
         return []
     found = _QUANT_NAME.findall(Path(name).name.upper())
@@ -118,18 +119,27 @@ def fetch_hub_quant(repo: str, quant: str, progress: Progress) -> Path:
     if cached is not None:
         logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
         return cached
-    files = _hub_call(repo, lambda api: api.list_repo_files(repo))
+    files = hub_call(repo, lambda api: api.list_repo_files(repo))
     parts = pick_quant_file(files, quant, repo)
     paths = [fetch_hub_file(repo, name, "main", progress) for name in parts]
     return paths[0]
 
 
-def fetch_hub_file(repo: str, filename: str, revision: str, progress: Progress) -> Path:
+class DownloadCancelled(Exception):
+    """Raised from a progress callback to stop a download; its partial file is kept, so the
+    next attempt resumes."""
+
+
+def fetch_hub_file(
+    repo: str, filename: str, revision: str, progress: Progress, token: str | None = None
+) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        local = hf_hub_download(repo, filename, revision=revision, local_files_only=True)
+        local = hf_hub_download(
+            repo, filename, revision=revision, local_files_only=True, token=token
+        )
         logger.info("Model: %s from the Hugging Face cache (%s)", Path(filename).name, repo)
         return Path(local)
     except LocalEntryNotFoundError:
@@ -137,15 +147,70 @@ def fetch_hub_file(repo: str, filename: str, revision: str, progress: Progress) 
     except ValueError:  # revision not cached: fall through to a download
         pass
     logger.info("Downloading %s from %s", filename, repo)
-    tqdm_class = _tqdm_reporting_to(progress)
-    local = _hub_call(
-        repo,
-        lambda _api: hf_hub_download(repo, filename, revision=revision, tqdm_class=tqdm_class),
-        filename,
-    )
-    path = Path(local)
+    path = _download_into_hub_cache(repo, filename, revision, progress, token)
     check_gguf_file(path)
     return path
+
+
+def _download_into_hub_cache(
+    repo: str, filename: str, revision: str, progress: Progress, token: str | None
+) -> Path:
+    """Download one file into huggingface_hub's cache layout, resumable across attempts.
+
+    huggingface_hub (2.x) retries a broken transfer within one call but deletes its partial
+    file when the call fails, so a cancelled or interrupted download would start over. Here
+    the file's metadata comes from the hub client (`get_hf_file_metadata`: commit, ETag,
+    size, the download location), the bytes go to `blobs/<etag>.part` with HTTP ranges, the
+    SHA-256 is checked against the ETag (an LFS file's ETag is its SHA-256), and the finished
+    blob is linked from `snapshots/<commit>/<file>` with `refs/<revision>`: the standard layout,
+    which `hf_hub_download(local_files_only=True)` and the hub's cache tools read."""
+    import httpx
+    from huggingface_hub import constants, get_hf_file_metadata, get_token, hf_hub_url
+
+    url = hf_hub_url(repo, filename, revision=revision)
+    meta = hub_call(repo, lambda _api: get_hf_file_metadata(url, token=token), filename)
+    etag = str(meta.etag or "").strip('"')
+    commit = str(meta.commit_hash or revision)
+    if not re.fullmatch(r"[\w.-]+", etag):
+        raise ModelFileError(f"{repo}/{filename}: the hub sent no usable ETag")
+    storage = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+    blob = storage / "blobs" / etag
+    if not blob.is_file():
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        partial = blob.with_name(etag + ".part")
+        bearer = token or get_token()  # HF_TOKEN, or the token `hf auth login` stored
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        try:
+            _download_resumable(httpx, meta.location or url, partial, progress, headers)
+        except httpx.HTTPStatusError as exc:
+            status = exc.response.status_code
+            raise ModelFileError(f"{repo}/{filename}: the hub answered HTTP {status}") from None
+        except OSError as exc:
+            raise _os_error(f"{repo}/{filename}", exc) from None
+        if re.fullmatch(r"[0-9a-f]{64}", etag) and _sha256(partial) != etag:
+            partial.unlink()
+            raise ModelFileError(f"{repo}/{filename}: the download is corrupt (checksum)")
+        os.replace(partial, blob)
+    snapshot = storage / "snapshots" / commit / filename
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    if not snapshot.exists():
+        try:
+            snapshot.symlink_to(os.path.relpath(blob, snapshot.parent))
+        except OSError:  # no symlinks (Windows without developer mode): the hub copies too
+            shutil.copyfile(blob, snapshot)
+    if commit != revision:
+        refs = storage / "refs" / revision
+        refs.parent.mkdir(parents=True, exist_ok=True)
+        refs.write_text(commit)
+    return snapshot
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _cached_quant(repo: str, quant: str) -> Path | None:
@@ -168,7 +233,7 @@ def _cached_quant(repo: str, quant: str) -> Path | None:
     return None
 
 
-def _hub_call(repo: str, call: Callable[[Any], Any], filename: str = "") -> Any:
+def hub_call(repo: str, call: Callable[[Any], Any], filename: str = "") -> Any:
     """Run a hub request; its failures become one sentence."""
     from huggingface_hub import HfApi, constants
     from huggingface_hub import errors as hub_errors
@@ -213,29 +278,6 @@ def _os_error(where: str, exc: OSError) -> ModelFileError:
     return ModelFileError(f"{where}: {exc.strerror or exc}")
 
 
-def _tqdm_reporting_to(progress: Progress) -> type:
-    """A tqdm class for `hf_hub_download` that reports to `progress` instead of drawing."""
-    from tqdm.auto import tqdm
-
-    class ReportingTqdm(tqdm):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = False
-            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
-            super().__init__(*args, **kwargs)
-
-        def update(self, n: float | None = 1) -> bool | None:
-            shown: bool | None = super().update(n)
-            progress(int(self.n), int(self.total) if self.total else None)
-            return shown
-
-        def close(self) -> None:
-            handle = self.fp
-            super().close()
-            handle.close()
-
-    return ReportingTqdm
-
-
 # -- any other URL ----------------------------------------------------------------------------
 
 
@@ -258,14 +300,7 @@ def fetch_url(url: str, progress: Progress) -> Path:
     partial = target.with_name(name + ".part")
     logger.info("Downloading %s", url)
     try:
-        for _attempt in range(5):  # each attempt resumes where the last one stopped
-            try:
-                _fetch_range(httpx, url, partial, progress)
-                break
-            except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
-                logger.info("Download interrupted (%s); resuming", type(exc).__name__)
-        else:
-            raise ModelFileError(f"{url}: the download kept failing (is the network down?)")
+        _download_resumable(httpx, url, partial, progress, {})
     except httpx.HTTPStatusError as exc:
         status = exc.response.status_code
         raise ModelFileError(f"{url}: the server answered HTTP {status}") from None
@@ -276,9 +311,25 @@ def fetch_url(url: str, progress: Progress) -> Path:
     return target
 
 
-def _fetch_range(httpx: Any, url: str, partial: Path, progress: Progress) -> None:
+def _download_resumable(
+    httpx: Any, url: str, partial: Path, progress: Progress, headers: dict[str, str]
+) -> None:
+    """Fill `partial` from `url`; a broken connection is resumed (5 tries) with a range, and a
+    partial file left by an earlier attempt is continued, not restarted."""
+    for _attempt in range(5):
+        try:
+            _fetch_range(httpx, url, partial, progress, headers)
+            return
+        except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
+            logger.info("Download interrupted (%s); resuming", type(exc).__name__)
+    raise ModelFileError(f"{url}: the download kept failing (is the network down?)")
+
+
+def _fetch_range(
+    httpx: Any, url: str, partial: Path, progress: Progress, extra: dict[str, str]
+) -> None:
     done = partial.stat().st_size if partial.exists() else 0
-    headers = {"Range": f"bytes={done}-"} if done else {}
+    headers = {**extra, **({"Range": f"bytes={done}-"} if done else {})}
     with httpx.stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as reply:
         if reply.status_code == 416:  # the partial file is already whole
             return

@@ -6,6 +6,8 @@ with the headers the client checks (`X-Repo-Commit`, `ETag`, sizes) and byte ran
 broken download can resume. Plain `/files/<name>` URLs serve the same files for the generic
 downloader. Every request is recorded (method, path, Range header) for the tests to inspect,
 and `cut_after` makes the next download of a file stop after that many bytes.
+`serve_hub` runs one with two repositories made of the bundled model and points
+huggingface_hub at it for the test.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +48,7 @@ class LocalHub:
     repos: dict[str, HubRepo] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     cut_after: dict[str, int] = field(default_factory=dict)  # file name -> bytes, once
+    seconds_per_chunk: float = 0.0  # a slow network, so a download can be cancelled midway
     url: str = ""
     _server: ThreadingHTTPServer | None = None
 
@@ -117,7 +121,7 @@ class LocalHub:
         return self._error(request, 404, "NotFound", "no such route")
 
     def _search(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
-        words = (query.get("search") or [""])[0].lower()
+        words = (query.get("search") or [""])[0].lower().split()
         return [
             {
                 "id": repo.repo_id,
@@ -128,7 +132,7 @@ class LocalHub:
                 "gated": repo.gated,
             }
             for repo in self.repos.values()
-            if words in repo.repo_id.lower()
+            if all(word in repo.repo_id.lower() for word in words)
         ]
 
     def _repo_info(self, request: BaseHTTPRequestHandler, repo_id: str) -> None:
@@ -198,6 +202,8 @@ class LocalHub:
                     return
                 request.wfile.write(chunk)
                 sent += len(chunk)
+                if self.seconds_per_chunk:
+                    time.sleep(self.seconds_per_chunk)
 
     @staticmethod
     def _json(request: BaseHTTPRequestHandler, body: Any) -> None:
@@ -236,3 +242,29 @@ def _etag(local: Path) -> str:
                 digest.update(chunk)
         _ETAGS[key] = digest.hexdigest()
     return _ETAGS[key]
+
+
+REPO = "hearth-test/gemma-3-270m-GGUF"
+MODEL_FILE = "gemma-3-270m-Q4_K_M.gguf"
+GATED_REPO = "hearth-test/gated-GGUF"
+
+
+def serve_hub(model: Path, cache: Path, monkeypatch: Any) -> LocalHub:
+    """A started LocalHub with REPO (Q4_K_M and Q8_0 files) and a gated repo; huggingface_hub's
+    endpoint and cache point at it and `cache` for this test (its constants are read at
+    import, so they are patched, not the environment)."""
+    from huggingface_hub import constants
+
+    hub = LocalHub()
+    hub.add(HubRepo(REPO, {MODEL_FILE: model, "gemma-3-270m-Q8_0.gguf": model}))
+    hub.add(HubRepo(GATED_REPO, {MODEL_FILE: model}, gated=True))
+    hub.start()
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(
+        constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        hub.url + "/{repo_id}/resolve/{revision}/{filename}",
+    )
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache / "hub"))
+    monkeypatch.setenv("HEARTH_DOWNLOAD_DIR", str(cache / "downloads"))
+    return hub

@@ -12,6 +12,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
+from app.hub_client import HubClient
+from app.hub_dialog import HubSearchDialog
 from app.model_info import describe_model
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
 from app.tabs.fields import ERROR_STYLE, SettingsForm, line_edit, spin_box
@@ -26,19 +28,28 @@ CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 2
 
 class QuickLaunchTab(SettingsForm):
     def __init__(
-        self, parent: QWidget | None = None, gpu_backends: tuple[str, ...] | None = None
+        self,
+        parent: QWidget | None = None,
+        gpu_backends: tuple[str, ...] | None = None,
+        hub: HubClient | None = None,
     ) -> None:
-        """`gpu_backends`: the GPU backends of this llama.cpp build (found on disk if None)."""
+        """`gpu_backends`: the GPU backends of this llama.cpp build (found on disk if None);
+        `hub`: the Hugging Face client Search uses (the window's; a new one if None)."""
         super().__init__(parent)
         backends = find_gpu_backends() if gpu_backends is None else gpu_backends
+        self.hub = hub or HubClient(self)
+        self.hub_dialog: HubSearchDialog | None = None
         self.model_path = line_edit("Bundled model: Gemma 3 270M (Q4_K_M)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._choose_model)
+        self.search_hub = QPushButton("Search Hugging Face…")
+        self.search_hub.clicked.connect(self.open_hub_search)
         picker = QWidget()
         picker_row = QHBoxLayout(picker)
         picker_row.setContentsMargins(0, 0, 0, 0)
         picker_row.addWidget(self.model_path, 1)
         picker_row.addWidget(browse)
+        picker_row.addWidget(self.search_hub)
         self.add_row(
             "model_param",
             "GGUF Text Model:",
@@ -77,6 +88,18 @@ class QuickLaunchTab(SettingsForm):
         path, _ = QFileDialog.getOpenFileName(
             self, "Choose a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
         )
+        if path:
+            self.model_path.setText(path)
+            self._model_changed()
+
+    def open_hub_search(self) -> None:
+        """The search dialog (modal, not blocking): a downloaded file fills the model field."""
+        dialog = HubSearchDialog(self.hub, self)
+        dialog.accepted.connect(lambda: self._downloaded(dialog.chosen_path))
+        self.hub_dialog = dialog
+        dialog.open()
+
+    def _downloaded(self, path: str) -> None:
         if path:
             self.model_path.setText(path)
             self._model_changed()

@@ -22,10 +22,7 @@ from server.model_fetch import (
 )
 from server.model_file import ModelFileError, resolve_model_path
 from tests.conftest import RunningServer, free_port
-from tests.hub_server import HubRepo, LocalHub
-
-REPO = "hearth-test/gemma-3-270m-GGUF"
-MODEL_FILE = "gemma-3-270m-Q4_K_M.gguf"
+from tests.hub_server import MODEL_FILE, REPO, LocalHub, serve_hub
 
 
 @pytest.fixture(scope="module")
@@ -35,19 +32,7 @@ def bundled() -> Path:
 
 @pytest.fixture
 def hub(bundled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
-    local = LocalHub()
-    local.add(HubRepo(REPO, {MODEL_FILE: bundled, "gemma-3-270m-Q8_0.gguf": bundled}))
-    local.add(HubRepo("hearth-test/gated-GGUF", {MODEL_FILE: bundled}, gated=True))
-    local.start()
-    # huggingface_hub reads these at import: the module constants are what its calls use
-    monkeypatch.setattr(constants, "ENDPOINT", local.url)
-    monkeypatch.setattr(
-        constants,
-        "HUGGINGFACE_CO_URL_TEMPLATE",
-        local.url + "/{repo_id}/resolve/{revision}/{filename}",
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HEARTH_DOWNLOAD_DIR", str(tmp_path / "downloads"))
+    local = serve_hub(bundled, tmp_path, monkeypatch)
     yield local
     local.stop()
 
