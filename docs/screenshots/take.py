@@ -46,6 +46,62 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def hub_screenshots(window: MainWindow) -> None:
+    """Search Hugging Face against the tests' local stand-in for the Hub (no internet here),
+    with a slow network so the download's progress can be seen."""
+    import tempfile
+
+    from huggingface_hub import constants
+
+    from server.model_file import resolve_model_path
+    from tests.hub_server import HubRepo, LocalHub
+
+    model = resolve_model_path(None)
+    hub = LocalHub(seconds_per_chunk=0.05)
+    hub.add(
+        HubRepo(
+            "unsloth/gemma-3-270m-it-GGUF",
+            {"gemma-3-270m-it-Q4_K_M.gguf": model, "gemma-3-270m-it-Q8_0.gguf": model},
+            downloads=182_311,
+            likes=95,
+        )
+    )
+    hub.add(
+        HubRepo(
+            "ggml-org/gemma-3-270m-GGUF",
+            {"gemma-3-270m-Q8_0.gguf": model},
+            downloads=40_518,
+            likes=31,
+        )
+    )
+    hub.start()
+    constants.ENDPOINT = hub.url
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    constants.HF_HUB_CACHE = tempfile.mkdtemp()
+    window.tabs.setCurrentIndex(0)
+    window.quick.open_hub_search()
+    dialog = window.quick.hub_dialog
+    assert dialog is not None
+    dialog.query.setText("gemma 3 270m")
+    dialog.search()
+    wait_until(lambda: dialog.repo_table.rowCount() == 2, 20_000)
+    dialog.repo_table.selectRow(0)
+    wait_until(lambda: dialog.file_table.rowCount() == 2, 20_000)
+    dialog.file_table.selectRow(0)
+    wait(300)
+    dialog.grab().save(str(OUT / "hub-search.png"))
+    dialog.download()
+    wait_until(lambda: dialog.progress.value() > 350, 60_000)
+    dialog.grab().save(str(OUT / "hub-download.png"))
+    hub.seconds_per_chunk = 0.0
+    wait_until(lambda: not dialog.isVisible(), 60_000)
+    wait(300)
+    window.grab().save(str(OUT / "launcher-downloaded-model.png"))
+    window.quick.model_path.setText("")
+    window.quick.model_path.editingFinished.emit()
+    hub.stop()
+
+
 def main() -> None:
     application = QApplication(sys.argv[:1])
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=4096))
@@ -62,6 +118,7 @@ def main() -> None:
         window.grab().save(str(OUT / f"launcher-{name}.png"))
     # The running view's figures need a quick device: lavapipe (a software GPU) is not one.
     gpu.backend.setCurrentIndex(max(gpu.backend.findData("auto"), 0))
+    hub_screenshots(window)
     window.launch()
     wait_until(lambda: window.run_view.state.text() == "Idle")
     base = f"http://127.0.0.1:{window.settings.port_param}"
