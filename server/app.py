@@ -22,6 +22,7 @@ from server.api.errors import (
     request_validation_handler,
 )
 from server.api.kobold.routes import router as kobold_router
+from server.api.ollama.pull import PullLocks
 from server.api.ollama.routes import router as ollama_router
 from server.api.openai.routes import router as openai_router
 from server.api.openapi import document_request_models
@@ -81,6 +82,7 @@ def create_app(
     app.state.keepalive_seconds = keepalive_seconds
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()
+    app.state.pull_locks = PullLocks()
     app.state.request_numbers = itertools.count(1)
     _add_routes_and_handlers(app)
     return app

@@ -130,6 +130,68 @@ class DownloadCancelled(Exception):
     next attempt resumes."""
 
 
+# Told the content digest (the hub's ETag: an LFS file's SHA-256) and size of each file as
+# its download starts, for Ollama's pull lines.
+Announce = Callable[[str, int | None], None]
+
+
+def pull_hub_model(
+    spec: str, announce: Announce, progress: Progress, cancelled: Callable[[], bool]
+) -> Path:
+    """Ollama's pull for `hf.co/owner/repo[:QUANT]`: every part of that quantization into the
+    hub cache (a complete one is only announced). Returns the file to load. `cancelled` is
+    checked as bytes arrive (the partial file is kept for the next pull)."""
+    repo, quant = parse_hf_spec(spec)
+    files = hub_call(repo, lambda api: api.list_repo_files(repo))
+    parts = pick_quant_file(files, quant, repo)
+
+    def checked(done: int, total: int | None) -> None:
+        if cancelled():
+            raise DownloadCancelled
+        progress(done, total)
+
+    paths = []
+    for part in parts:
+        cached = _cached_file(repo, part)
+        if cached is not None:
+            size = cached.stat().st_size
+            announce(Path(os.path.realpath(cached)).name, size)
+            progress(size, size)
+            paths.append(cached)
+        else:
+            paths.append(_download_into_hub_cache(repo, part, "main", checked, None, announce))
+    check_gguf_file(paths[0])
+    return paths[0]
+
+
+def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
+    """Ollama's delete for `hf.co/owner/repo[:QUANT]`: the cached parts of that quantization
+    (links and blobs). Refuses the file being served (`keep`). Returns what was removed; empty
+    when nothing of it is in the cache."""
+    repo, quant = parse_hf_spec(spec)
+    first = _cached_quant(repo, quant)
+    if first is None:
+        return []
+    snapshot = first.parent
+    files = [str(p.relative_to(snapshot)) for p in snapshot.rglob("*.gguf") if p.exists()]
+    parts = [snapshot / name for name in pick_quant_file(files, quant, repo)]
+    blobs = [Path(os.path.realpath(part)) for part in parts]
+    if keep is not None and Path(os.path.realpath(keep)) in blobs:
+        raise ModelFileError(f"{spec} is the model being served: stop the server to delete it")
+    for link, blob in zip(parts, blobs, strict=True):
+        link.unlink(missing_ok=True)
+        if blob != link:
+            blob.unlink(missing_ok=True)
+    return parts
+
+
+def _cached_file(repo: str, filename: str) -> Path | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo, filename)
+    return Path(found) if isinstance(found, str) and Path(found).is_file() else None
+
+
 def fetch_hub_file(
     repo: str, filename: str, revision: str, progress: Progress, token: str | None = None
 ) -> Path:
@@ -153,7 +215,12 @@ def fetch_hub_file(
 
 
 def _download_into_hub_cache(
-    repo: str, filename: str, revision: str, progress: Progress, token: str | None
+    repo: str,
+    filename: str,
+    revision: str,
+    progress: Progress,
+    token: str | None,
+    announce: Announce | None = None,
 ) -> Path:
     """Download one file into huggingface_hub's cache layout, resumable across attempts.
 
@@ -175,6 +242,8 @@ def _download_into_hub_cache(
         raise ModelFileError(f"{repo}/{filename}: the hub sent no usable ETag")
     storage = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
     blob = storage / "blobs" / etag
+    if announce is not None:
+        announce(etag, meta.size)
     if not blob.is_file():
         blob.parent.mkdir(parents=True, exist_ok=True)
         partial = blob.with_name(etag + ".part")

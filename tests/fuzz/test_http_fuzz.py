@@ -30,6 +30,7 @@ from schemathesis.generation.modes import GenerationMode
 
 from tests.conftest import RunningServer
 from tests.error_shapes import dialect_of, shape_problem
+from tests.hub_server import LocalHub
 from tests.stream_shapes import stream_problem
 
 pytestmark = pytest.mark.model
@@ -145,7 +146,13 @@ def success_problem(case: Any, response: Any) -> str | None:
 def test_no_input_makes_a_5xx_and_every_4xx_has_its_dialects_shape(
     start_hearth: StartHearth,
 ) -> None:
-    server = start_hearth(["--contextsize", "256", "--defaultgenamt", str(MAX_FUZZ_TOKENS)])
+    # /api/pull asks the Hugging Face Hub: an empty local one (no internet here; a pull of a
+    # name it lacks is a 404, never a download)
+    hub = LocalHub().start()
+    server = start_hearth(
+        ["--contextsize", "256", "--defaultgenamt", str(MAX_FUZZ_TOKENS)],
+        env={"HF_ENDPOINT": hub.url},
+    )
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     documented_bodies = {op.label for op in operations if op.method.upper() == "POST" and op.body}
@@ -153,9 +160,12 @@ def test_no_input_makes_a_5xx_and_every_4xx_has_its_dialects_shape(
     assert documented_bodies == post_routes, "every POST route documents its request body"
 
     run = FuzzRun(server)
-    for operation in operations:
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-            run.fuzz(operation, mode)
+    try:
+        for operation in operations:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                run.fuzz(operation, mode)
+    finally:
+        hub.stop()
 
     report = f"{len(operations)} operations, {dict(run.counts)}"
     print(f"fuzz: {report}")

@@ -1,38 +1,48 @@
 """Ollama endpoints: /api/generate and /api/chat (NDJSON streams by default), /api/tags,
-/api/show, /api/version, /api/ps.
+/api/show, /api/version, /api/ps, and /api/pull and /api/delete for Hugging Face models.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
-from server.api.deps import ModelInfo, ModelInfoDep
-from server.api.errors import Dialect, parse_json_body
+from server.api.deps import ModelInfo, ModelInfoDep, key_required
+from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
 from server.api.ollama import adapter, formatter
+from server.api.ollama.pull import pull_progress, pullable
 from server.api.ollama.schemas import (
     ChatChunk,
     GenerateChunk,
     ModelShow,
     ModelTags,
     OllamaChatRequest,
+    OllamaDeleteRequest,
     OllamaGenerateRequest,
+    OllamaPullRequest,
     OllamaShowRequest,
     OllamaVersion,
+    PullProgress,
     RunningModel,
     RunningModels,
 )
 from server.api.openapi import json_body
 from server.api.respond import Generation, Served, generation_route
 from server.gguf_metadata import GGUFFormatError, GGUFSummary, file_sha256, gguf_summary, rfc3339
+from server.model_fetch import delete_hub_model
+from server.model_file import ModelFileError
 
 router = APIRouter(tags=["Ollama"])
 OLLAMA = Dialect.OLLAMA
+RequireKey = key_required(OLLAMA)
 OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display it
 # Ollama turns a negative keep_alive ("never unload") into Go's longest duration,
 # math.MaxInt64 nanoseconds (api.Duration.UnmarshalJSON), and /api/ps reports
@@ -105,6 +115,68 @@ async def show(request: Request, model: ModelInfoDep) -> ModelShow:
         "capabilities": list(CAPABILITIES),
         "modified_at": rfc3339(summary.modified_at) if summary else None,
     }
+
+
+@router.post("/api/pull", openapi_extra=json_body(OllamaPullRequest), dependencies=[RequireKey])
+async def pull(request: Request) -> Response:
+    """Download `hf.co/owner/repo[:QUANT]` into the Hugging Face cache, with Ollama's progress
+    lines (or one answer with "stream": false)."""
+    body = await parse_json_body(request, OllamaPullRequest, OLLAMA)
+    name = _model_name(body.model, body.name)
+    if not pullable(name):
+        raise APIError(
+            400,
+            f"{name}: Hearth pulls models from Hugging Face only: hf.co/owner/repo[:QUANT]",
+            dialect=OLLAMA,
+        )
+    lines = pull_progress(name, request.app.state.pull_locks)
+    if body.stream:
+
+        async def ndjson() -> AsyncIterator[str]:
+            async for item in lines:
+                line = item if isinstance(item, dict) else {"error": item}
+                yield json.dumps(line) + "\n"
+
+        return StreamingResponse(ndjson(), media_type="application/x-ndjson")
+    last: PullProgress | str | None = None
+    async for item in lines:
+        last = item
+    if isinstance(last, str):
+        raise APIError(_pull_failure_status(last), last, ErrorKind.NOT_FOUND, OLLAMA)
+    return JSONResponse({"status": "success"})
+
+
+@router.delete(
+    "/api/delete", openapi_extra=json_body(OllamaDeleteRequest), dependencies=[RequireKey]
+)
+async def delete(request: Request, model: ModelInfoDep) -> Response:
+    """Remove a pulled `hf.co/…` model's files from the cache (never the one being served)."""
+    body = await parse_json_body(request, OllamaDeleteRequest, OLLAMA)
+    name = _model_name(body.model, body.name)
+    removed = []
+    if pullable(name):
+        try:
+            removed = await asyncio.to_thread(delete_hub_model, name, model.path)
+        except ModelFileError as exc:
+            raise APIError(400, str(exc), dialect=OLLAMA) from None
+    if not removed:
+        raise APIError(404, f"model '{name}' not found", ErrorKind.NOT_FOUND, OLLAMA)
+    return Response(status_code=200)
+
+
+def _model_name(model: str | None, name: str | None) -> str:
+    chosen = (model or name or "").strip()
+    if not chosen:
+        raise APIError(400, "model is required", dialect=OLLAMA)
+    return chosen
+
+
+def _pull_failure_status(message: str) -> int:
+    if "is gated" in message:
+        return 403
+    if "no such" in message or " has no " in message:
+        return 404
+    return 502  # the hub could not be reached or answered badly: not the request's fault
 
 
 @router.get("/api/version")

@@ -84,7 +84,33 @@ class OllamaShowRequest(OllamaBase):
     name: str | None = None
 
 
+class OllamaPullRequest(OllamaBase):
+    """POST /api/pull: `hf.co/owner/repo[:QUANT]` names (Ollama's Hugging Face spelling)."""
+
+    model: str | None = None
+    name: str | None = None  # older clients
+    insecure: bool = False  # accepted; downloads always use the hub's TLS endpoint
+    stream: bool = True
+
+
+class OllamaDeleteRequest(OllamaBase):
+    """DELETE /api/delete."""
+
+    model: str | None = None
+    name: str | None = None
+
+
 # -- responses -------------------------------------------------------------------------------
+
+
+class PullProgress(TypedDict):
+    """One line of /api/pull: "pulling manifest", "pulling <digest>" (with bytes), "verifying
+    sha256 digest", "writing manifest", "success"."""
+
+    status: str
+    digest: NotRequired[str]
+    total: NotRequired[int]
+    completed: NotRequired[int]
 
 
 class OllamaChunk(TypedDict):
