@@ -30,6 +30,7 @@ from server.api.openai.schemas import (
     FunctionCallItem,
     ItemEvent,
     MessageItem,
+    ModelMeta,
     OpenAIUsage,
     OutputItem,
     OutputText,
@@ -53,8 +54,30 @@ from server.core.tool_stream import (
     ToolCallStart,
 )
 from server.core.types import FinishReason, GenerationOutcome
+from server.gguf_metadata import GGUFSummary
 
 DONE = ServerSentEvent("[DONE]")
+
+
+def model_meta(summary: GGUFSummary) -> ModelMeta:
+    metadata = summary.metadata
+    arch = summary.architecture
+    embedding = next((t for t in summary.tensors if t.name == "token_embd.weight"), None)
+
+    def number(key: str) -> int:
+        value = metadata.get(f"{arch}.{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return {
+        "n_vocab": embedding.shape[1] if embedding is not None and len(embedding.shape) == 2 else 0,
+        "n_ctx_train": summary.context_length or 0,
+        "n_embd": number("embedding_length"),
+        "n_params": summary.parameter_count,
+        "size": summary.file_size,
+        "architecture": arch,
+        "quantization": summary.quantization,
+        "chat_template": summary.chat_template is not None,
+    }
 
 
 def finish_reason(outcome: GenerationOutcome, tool_call: bool = False) -> str:

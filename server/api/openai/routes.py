@@ -6,6 +6,9 @@ Each plans its generation (adapter.py) and names the wire it is answered in (for
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from fastapi import APIRouter
 
 from server.api import common
@@ -15,6 +18,7 @@ from server.api.openai import adapter, formatter
 from server.api.openai.schemas import (
     ChatCompletion,
     Completion,
+    ModelEntry,
     ModelList,
     OpenAIChatRequest,
     OpenAICompletionRequest,
@@ -22,6 +26,7 @@ from server.api.openai.schemas import (
     ResponsesRequest,
 )
 from server.api.respond import Generation, Served, generation_route
+from server.gguf_metadata import GGUFFormatError, GGUFSummary, gguf_summary
 
 router = APIRouter(tags=["OpenAI"])
 OPENAI = Dialect.OPENAI
@@ -29,10 +34,21 @@ OPENAI = Dialect.OPENAI
 
 @router.get("/v1/models")
 async def list_models(model: ModelInfoDep) -> ModelList:
-    return {
-        "object": "list",
-        "data": [{"id": model.name, "object": "model", "created": 0, "owned_by": "hearth"}],
-    }
+    entry: ModelEntry = {"id": model.name, "object": "model", "created": 0, "owned_by": "hearth"}
+    summary = await _summary(model.path)
+    if summary is not None:
+        entry["created"] = summary.mtime_ns // 1_000_000_000
+        entry["meta"] = formatter.model_meta(summary)
+    return {"object": "list", "data": [entry]}
+
+
+async def _summary(path: Path | None) -> GGUFSummary | None:
+    if path is None:
+        return None
+    try:
+        return await asyncio.to_thread(gguf_summary, path)
+    except (OSError, GGUFFormatError):
+        return None  # the file changed under a running server: the entry keeps its name
 
 
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)

@@ -248,11 +248,25 @@ class ChatCompletionChunk(TypedDict):
     usage: NotRequired[OpenAIUsage]
 
 
+class ModelMeta(TypedDict):
+    """llama-server's `meta` object (its field names), plus Hearth's own last three."""
+
+    n_vocab: int
+    n_ctx_train: int
+    n_embd: int
+    n_params: int
+    size: int
+    architecture: str
+    quantization: str
+    chat_template: bool
+
+
 class ModelEntry(TypedDict):
     id: str
     object: Literal["model"]
-    created: int
+    created: int  # the GGUF file's modification time (0 for a stand-in engine)
     owned_by: str
+    meta: NotRequired[ModelMeta]  # what the GGUF header says (absent for a stand-in engine)
 
 
 class ModelList(TypedDict):
