@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 
 from server.config import HearthSettings
 from server.model_file import ModelFileError, check_gguf_file, resolve_model_path
+from server.netcheck import reachable
 
 logger = logging.getLogger("hearth")
 
@@ -308,6 +309,9 @@ def hub_call(repo: str, call: Callable[[Any], Any], filename: str = "") -> Any:
     from huggingface_hub import errors as hub_errors
 
     where = f"{repo}/{filename}" if filename else repo
+    if not reachable(constants.ENDPOINT):
+        # huggingface_hub retries a refused connection with backoff for ~20 s first
+        raise ModelFileError(f"{where}: cannot reach {constants.ENDPOINT} (is the network down?)")
     try:
         return call(HfApi())
     except hub_errors.GatedRepoError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from urllib.parse import urlparse
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -16,6 +17,20 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def reachable(url: str, timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to `url`'s host and port opens within `timeout` seconds (a
+    quick answer before an HTTP client's own retries, which take many seconds offline)."""
+    parsed = urlparse(url)
+    if parsed.hostname is None:
+        return False
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            return True
+    except OSError:  # refused, unreachable, no DNS, timed out
+        return False
 
 
 def url_host(host: str) -> str:
