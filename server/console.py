@@ -23,6 +23,10 @@ def setup_console_logging() -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # The HTTP clients of downloads log every request at INFO: the console keeps Hearth's own
+    # progress lines instead.
+    for name in ("httpx", "httpx2", "httpcore", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def announce_backend(

@@ -425,7 +425,7 @@ class ConsoleProgress:
 
     def __init__(self) -> None:
         self._started = time.monotonic()
-        self._last = 0.0
+        self._last = self._started  # the first line after 2 s, when the speed means something
 
     def __call__(self, done: int, total: int | None) -> None:
         now = time.monotonic()

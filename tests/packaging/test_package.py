@@ -14,8 +14,10 @@ import openai
 import pytest
 
 from server.gpu_backends import gpu_backends
+from server.model_file import resolve_model_path
 from server.vulkan_devices import vulkan_devices
 from tests.conftest import free_port, wait_until_ready
+from tests.hub_server import MODEL_FILE, REPO, HubRepo, LocalHub
 
 PACKAGE = os.environ.get("HEARTH_PACKAGE")
 pytestmark = pytest.mark.skipif(not PACKAGE, reason="set HEARTH_PACKAGE (make test-package)")
@@ -99,3 +101,30 @@ def test_package_has_the_vulkan_backend_and_starts_without_a_driver(tmp_path: Pa
         output, _ = server.communicate(timeout=30)
     assert server.returncode == 0, output
     assert "Backend: CPU (no GPU found)" in output
+
+
+def test_packaged_server_downloads_a_model_named_by_hf(tmp_path: Path) -> None:
+    """huggingface_hub is imported lazily (inside functions): the package must carry it."""
+    assert PACKAGE is not None
+    hub = LocalHub()
+    hub.add(HubRepo(REPO, {MODEL_FILE: resolve_model_path(None)}))
+    hub.start()
+    port = free_port()
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp_path / "hub")}
+    server = subprocess.Popen(
+        [PACKAGE, "--skiplauncher", "--hf", REPO, "--port", str(port), "--contextsize", "1024"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until_ready(f"http://127.0.0.1:{port}", server)
+        name = httpx.get(f"http://127.0.0.1:{port}/api/v1/model").json()["result"]
+        assert name.endswith("gemma-3-270m-Q4_K_M")
+    finally:
+        server.send_signal(signal.SIGINT)
+        output, _ = server.communicate(timeout=30)
+        hub.stop()
+    assert server.returncode == 0, output
+    assert "Downloading: 100%" in output and "Traceback" not in output
