@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,11 @@ BUNDLED_MODEL_LABEL = "Gemma 3 270M (bundled)"
 
 class ModelFileError(Exception):
     """The chosen model cannot be used; the message says why and names the path."""
+
+
+def model_display_name(path: Path) -> str:
+    """KoboldCpp's model name: the file stem without characters outside [\\w.-]."""
+    return re.sub(r"[^\w.\-]", "", path.stem)
 
 
 def resolve_model_path(model_param: str | None) -> Path:

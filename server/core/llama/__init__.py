@@ -9,6 +9,6 @@
 """
 
 from server.core.llama.engine import LlamaCppEngine
-from server.core.llama.model import model_display_name
+from server.model_file import model_display_name
 
 __all__ = ["LlamaCppEngine", "model_display_name"]

@@ -22,7 +22,7 @@ from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
-from server.core.llama.model import LoadedModel, model_display_name
+from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
@@ -41,6 +41,7 @@ from server.core.types import (
     SamplingParams,
     TokenEvent,
 )
+from server.model_file import model_display_name
 
 logger = logging.getLogger(__name__)
 Events = list[tuple[object, EngineEvent]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,6 @@ _MIN_PROMPT_SHARE = 0.2
 # An upper bound on the characters of one token (vocabularies' longest pieces are runs of
 # spaces or symbols well below this).
 _MAX_TOKEN_CHARS = 128
-
-
-def model_display_name(path: Path) -> str:
-    """KoboldCpp's model name: the file stem without characters outside [\\w.-]."""
-    return re.sub(r"[^\w.\-]", "", path.stem)
 
 
 def _model_params(settings: HearthSettings, gpu_layers: int, progress: Any) -> Any:

@@ -1,0 +1,73 @@
+"""The model catalog (work in progress for model switching): what a model dir lists, broken
+files reported and skipped, and how a request's model name is resolved."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from server.model_catalog import ModelCatalog
+from server.model_file import resolve_model_path
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Path:
+    return resolve_model_path(None)
+
+
+def same_bytes(target: Path, source: Path) -> None:
+    """Another file with the model's bytes (a hard link when possible: no copy)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def model_dir(tmp_path: Path, bundled: Path) -> Path:
+    folder = tmp_path / "models"
+    (folder / "sub").mkdir(parents=True)
+    same_bytes(folder / "Story-Writer.Q4_K_M.gguf", bundled)
+    same_bytes(folder / "sub" / "helper (v2).gguf", bundled)
+    same_bytes(folder / "big-00001-of-00002.gguf", bundled)
+    (folder / "served.gguf").symlink_to(bundled)  # the served model again: listed once
+    (folder / "big-00002-of-00002.gguf").write_bytes(b"part two")
+    (folder / "mmproj-model-f16.gguf").write_bytes(b"a projector")
+    (folder / "broken.gguf").write_bytes(b"GGUF but not really")
+    (folder / "notes.txt").write_text("not a model")
+    return folder
+
+
+def test_a_model_dir_lists_every_gguf_and_skips_broken_ones(tmp_path: Path, bundled: Path) -> None:
+    catalog = ModelCatalog.scan(bundled, model_dir(tmp_path, bundled))
+    assert catalog.names == [
+        "gemma-3-270m-q4_k_m",
+        "Story-Writer.Q4_K_M",
+        "big-00001-of-00002",
+        "helperv2",
+    ]
+    assert [path.name for path, _ in catalog.problems] == ["broken.gguf"]
+    assert all(entry.summary.architecture == "gemma3" for entry in catalog.entries)
+
+
+def test_names_resolve_as_clients_send_them(tmp_path: Path, bundled: Path) -> None:
+    catalog = ModelCatalog.scan(bundled, model_dir(tmp_path, bundled))
+    served = catalog.entries[0]
+    assert catalog.resolve(None) is served and catalog.resolve("") is served
+    story = catalog.resolve("story-writer.q4_k_m:latest")
+    assert story is not None and story.path.name == "Story-Writer.Q4_K_M.gguf"
+    assert catalog.resolve("Story-Writer.Q4_K_M.gguf") is story
+    assert catalog.resolve("gpt-4o") is None  # the dialect's 404
+    with_default = ModelCatalog.scan(
+        bundled, model_dir(tmp_path / "again", bundled), default="helperv2"
+    )
+    helper = with_default.resolve("gpt-4o")
+    assert helper is not None and helper.name == "helperv2"
+
+
+def test_without_a_model_dir_every_name_is_the_served_model(bundled: Path) -> None:
+    catalog = ModelCatalog.scan(bundled)
+    assert catalog.names == ["gemma-3-270m-q4_k_m"]
+    assert catalog.resolve("gpt-4o") is catalog.entries[0]  # clients send fixed names
