@@ -61,36 +61,20 @@ def _context_params(settings: HearthSettings) -> Any:
     return params
 
 
-class LoadedModel:
-    """The model, its context and vocabulary; freed once by `close()`."""
+class Vocabulary:
+    """A GGUF's tokenizer, metadata and chat template, from a model handle llama.cpp loaded.
 
-    def __init__(
-        self,
-        model: Any,
-        context: Any,
-        path: Path,
-        threadpool: Threadpool | None,
-        placement: Placement,
-    ) -> None:
+    `load_vocab_only` reads just these (no weights, no context): what a request for a model
+    that is not loaded needs to be planned (issue 12's switching)."""
+
+    def __init__(self, model: Any, path: Path) -> None:
         self.model = model
-        self.placement = placement
-        self.context = context
         self.path = path
         self.vocab = llama.llama_model_get_vocab(model)
-        self.memory = llama.llama_get_memory(context)
-        self.n_ctx = int(llama.llama_n_ctx(context))
-        self.slot_context = int(llama.llama_n_ctx_seq(context))
         self.n_vocab = int(llama.llama_vocab_n_tokens(self.vocab))
         self.add_bos = bool(llama.llama_vocab_get_add_bos(self.vocab))
         self.bos = int(llama.llama_vocab_bos(self.vocab))
-        self.end_tokens = [
-            t for t in range(self.n_vocab) if llama.llama_vocab_is_eog(self.vocab, t)
-        ]
-        self.can_shift = bool(llama.llama_memory_can_shift(self.memory))
-        self.threadpool = threadpool
         self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
-        self._closed = False
-        self._close_lock = threading.Lock()
         self.chat_template = ChatTemplate(
             self.metadata("tokenizer.chat_template"),
             self.metadata("general.architecture") or "",
@@ -99,33 +83,19 @@ class LoadedModel:
         )
 
     @classmethod
-    def load(cls, path: Path, settings: HearthSettings) -> LoadedModel:
-        """Load the model and create its context, logging progress in steps of 10%."""
+    def load_vocab_only(cls, path: Path) -> Vocabulary:
         quiet_llama_logs()
-        placement = plan_placement(settings, path, gpu_backends())
         llama.llama_backend_init()
-        callback = llama.llama_progress_callback(ProgressReporter(path.name))
-        model = llama.llama_model_load_from_file(
-            str(path).encode(), _model_params(settings, placement.gpu_layers, callback)
-        )
+        params = llama.llama_model_default_params()
+        params.vocab_only = True
+        model = llama.llama_model_load_from_file(str(path).encode(), params)
         if not model:
-            raise EngineError(f"{path}: llama.cpp could not load this model file")
-        context = llama.llama_init_from_model(model, _context_params(settings))
-        if not context:
-            llama.llama_model_free(model)
-            raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
-        threadpool = Threadpool.attach(context, settings.thread_count)
-        return cls(model, context, path, threadpool, placement)
+            raise EngineError(f"{path}: llama.cpp could not read this model's vocabulary")
+        return cls(model, path)
 
-    def close(self) -> None:
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self.threadpool is not None:
-                self.threadpool.detach(self.context)
-            llama.llama_free(self.context)
-            llama.llama_model_free(self.model)
+    def free_vocabulary(self) -> None:
+        """Frees a vocab-only model (a LoadedModel frees its model in `close`)."""
+        llama.llama_model_free(self.model)
 
     # -- tokenizer -------------------------------------------------------------------------
 
@@ -176,6 +146,61 @@ class LoadedModel:
 
     def is_end(self, token: int) -> bool:
         return bool(llama.llama_vocab_is_eog(self.vocab, token))
+
+
+class LoadedModel(Vocabulary):
+    """The model, its context and vocabulary; freed once by `close()`."""
+
+    def __init__(
+        self,
+        model: Any,
+        context: Any,
+        path: Path,
+        threadpool: Threadpool | None,
+        placement: Placement,
+    ) -> None:
+        super().__init__(model, path)
+        self.placement = placement
+        self.context = context
+        self.memory = llama.llama_get_memory(context)
+        self.n_ctx = int(llama.llama_n_ctx(context))
+        self.slot_context = int(llama.llama_n_ctx_seq(context))
+        self.end_tokens = [
+            t for t in range(self.n_vocab) if llama.llama_vocab_is_eog(self.vocab, t)
+        ]
+        self.can_shift = bool(llama.llama_memory_can_shift(self.memory))
+        self.threadpool = threadpool
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path, settings: HearthSettings) -> LoadedModel:
+        """Load the model and create its context, logging progress in steps of 10%."""
+        quiet_llama_logs()
+        placement = plan_placement(settings, path, gpu_backends())
+        llama.llama_backend_init()
+        callback = llama.llama_progress_callback(ProgressReporter(path.name))
+        model = llama.llama_model_load_from_file(
+            str(path).encode(), _model_params(settings, placement.gpu_layers, callback)
+        )
+        if not model:
+            raise EngineError(f"{path}: llama.cpp could not load this model file")
+        context = llama.llama_init_from_model(model, _context_params(settings))
+        if not context:
+            llama.llama_model_free(model)
+            raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
+        threadpool = Threadpool.attach(context, settings.thread_count)
+        return cls(model, context, path, threadpool, placement)
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self.threadpool is not None:
+                self.threadpool.detach(self.context)
+            llama.llama_free(self.context)
+            llama.llama_model_free(self.model)
 
     def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
         """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays

@@ -1,0 +1,25 @@
+"""A vocab-only load (issue 12's planning for models that are not loaded, work in progress):
+the same tokens and chat template as the running server's full model."""
+
+from __future__ import annotations
+
+import httpx
+
+from server.core.llama.model import Vocabulary
+from server.model_file import resolve_model_path
+from tests.conftest import RunningServer
+
+TEXT = "Hello, world! <start_of_turn>user\nNaïve café ☕ 1234567"
+
+
+def test_a_vocab_only_load_tokenizes_as_the_loaded_model(hearth: RunningServer) -> None:
+    vocabulary = Vocabulary.load_vocab_only(resolve_model_path(None))
+    try:
+        counted = httpx.post(f"{hearth.base_url}/api/extra/tokencount", json={"prompt": TEXT})
+        ids = counted.json()["ids"]
+        assert vocabulary.tokenize(TEXT, add_bos=vocabulary.add_bos, parse_special=True) == ids
+        assert vocabulary.detokenize(ids, special=True).endswith(TEXT)
+        assert vocabulary.chat_template.uses_model_template is False  # a base model
+        assert vocabulary.metadata("general.architecture") == "gemma3"
+    finally:
+        vocabulary.free_vocabulary()
