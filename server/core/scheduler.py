@@ -31,7 +31,8 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
-from server.core.engine import BatchEngine, Engine
+from server.core.engine import BatchEngine, Engine, EngineError
+from server.core.engine_pool import EnginePool
 from server.core.job import DEFAULT_MAX_PENDING_EVENTS, Job, JobState
 from server.core.types import (
     DEFAULT_MULTIUSER,
@@ -307,7 +308,28 @@ class Scheduler:
                 job = self._waiting.popleft()
                 job.state = JobState.RUNNING
                 self._running.append(job)
-            self._finish(job, self._run(job))
+            failure = self._use_model(job)
+            self._finish(job, failure if failure is not None else self._run(job))
+
+    def _needs_switch(self, job: Job) -> bool:
+        pool = self._engine
+        return (
+            isinstance(pool, EnginePool)
+            and job.request.model is not None
+            and job.request.model != pool.current_name
+        )
+
+    def _use_model(self, job: Job) -> GenerationOutcome | None:
+        """Load the job's model if another is current (worker thread, outside the lock); the
+        job's failure outcome when that fails (the models loaded before keep serving)."""
+        if not isinstance(self._engine, EnginePool):
+            return None
+        try:
+            self._engine.use(job.request.model)
+        except EngineError as exc:
+            logger.error("[%s] %s", job.request.request_id, exc)
+            return GenerationOutcome(FinishReason.ERROR, error=str(exc))
+        return None
 
     def _work_batched(self) -> None:
         """Continuous batching: admit into free slots, step the engine, deliver, repeat."""
@@ -317,6 +339,7 @@ class Scheduler:
         while True:
             admitted: list[Job] = []
             alone: Job | None = None
+            switching: Job | None = None
             with self._lock:
                 while not self._waiting and not handles and not self._stopping:
                     self._lock.wait()
@@ -324,6 +347,13 @@ class Scheduler:
                     return
                 while self._waiting and len(handles) + len(admitted) < self._slots:
                     job = self._waiting[0]
+                    if self._needs_switch(job):
+                        # Another model: after the batch drains (arrival order across models)
+                        if not handles and not admitted:
+                            switching = self._waiting.popleft()
+                            switching.state = JobState.RUNNING
+                            self._running.append(switching)
+                        break
                     if not batchable(job.request):
                         if not handles and not admitted:
                             alone = self._waiting.popleft()
@@ -334,6 +364,15 @@ class Scheduler:
                     job.state = JobState.RUNNING
                     self._running.append(job)
                     admitted.append(job)
+            if switching is not None:
+                failure = self._use_model(switching)
+                if failure is not None:
+                    self._finish(switching, failure)
+                    continue
+                if batchable(switching.request):
+                    admitted.append(switching)
+                else:
+                    alone = switching
             if alone is not None:
                 logger.info(
                     "[%s] Batching disabled due to %s",

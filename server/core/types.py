@@ -59,6 +59,8 @@ class GenerationRequest:
     # With a schema: first ask the model this yes/no prompt; "no" means reply freely instead.
     # (KoboldCpp's pre-poll for tool_choice "auto".)
     schema_decision_prompt: str | None = None
+    # The catalog name of the model to run on (None: whichever is loaded). Issue 12, in progress.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
