@@ -7,19 +7,23 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from pydantic import ValidationError
 
 from server.api.errors import describe_validation_error
+from server.api.model_choice import ModelChoice
 from server.app import create_app
 from server.cli import CommandLine, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start, setup_console_logging
-from server.core.engine import EngineError
+from server.core.engine import Engine, EngineError
+from server.core.engine_pool import EnginePool
 from server.gpu_backends import gpu_backends
 from server.http_server import http_server
 from server.kcpps import SettingsFileError
+from server.model_catalog import ModelCatalog
 from server.model_fetch import model_for
 from server.model_file import ModelFileError
 from server.netcheck import port_in_use
@@ -91,10 +95,16 @@ def serve(settings: HearthSettings) -> int:
         logger.error("hearth: %s", exc)
         return EXIT_USAGE
     try:
-        engine = LlamaCppEngine.load(model_path, settings)
+        engine: Engine = LlamaCppEngine.load(model_path, settings)
     except EngineError as exc:
         logger.error("hearth: %s", exc)
         return EXIT_MODEL_FAILED
+    try:
+        engine, choice = with_model_dir(settings, model_path, engine)
+    except ModelFileError as exc:
+        engine.close()
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
     # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
     # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
     # default SIGTERM action would end the process before the model is closed. (While loading
@@ -103,7 +113,7 @@ def serve(settings: HearthSettings) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            app = create_app(settings, engine)
+            app = create_app(settings, engine, model_choice=choice)
             announce_start(
                 settings,
                 engine.model_name,
@@ -115,8 +125,41 @@ def serve(settings: HearthSettings) -> int:
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()
+        if choice is not None:
+            choice.close()
     logger.info("Hearth stopped.")
     return 0
+
+
+def with_model_dir(
+    settings: HearthSettings, model_path: Path, engine: Engine
+) -> tuple[Engine, ModelChoice | None]:
+    """With --modeldir: the engine behind a pool that switches models between jobs, and the
+    API's model choice (issue 12, in progress). Without it: the engine as it is."""
+    if not settings.modeldir:
+        return engine, None
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.engine import ModelCard
+
+    folder = Path(settings.modeldir).expanduser()
+    if not folder.is_dir():
+        raise ModelFileError(f"--modeldir {folder}: no such folder")
+    catalog = ModelCatalog.scan(model_path, folder, default=settings.defaultmodel)
+    logger.info("Models: %s", ", ".join(catalog.names))
+    pool = EnginePool(
+        engine.model_name,
+        engine,
+        {entry.name: entry.path for entry in catalog.entries},
+        lambda path: LlamaCppEngine.load(path, settings),
+        settings.maxloadedmodels,
+    )
+    slots = max(1, settings.parallelrequests)
+    choice = ModelChoice(
+        catalog,
+        lambda path: ModelCard.load(path, settings.contextsize, slots),
+        settings.contextsize,
+    )
+    return pool, choice
 
 
 def _interrupt(_signal: int, _frame: FrameType | None) -> None:

@@ -22,6 +22,7 @@ from server.api.errors import (
     request_validation_handler,
 )
 from server.api.kobold.routes import router as kobold_router
+from server.api.model_choice import ModelChoice
 from server.api.ollama.pull import PullLocks
 from server.api.ollama.routes import router as ollama_router
 from server.api.openai.routes import router as openai_router
@@ -43,6 +44,7 @@ def create_app(
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     request_log: RequestLog | None = None,
     max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
+    model_choice: ModelChoice | None = None,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
@@ -83,6 +85,7 @@ def create_app(
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()
     app.state.pull_locks = PullLocks()
+    app.state.model_choice = model_choice
     app.state.request_numbers = itertools.count(1)
     _add_routes_and_handlers(app)
     return app

@@ -23,6 +23,9 @@ _SETTINGS_SUFFIXES = (".kcpps", ".kcppt")
 _FLAGS: dict[str, tuple[str, ...]] = {
     "model_param": ("--model",),
     "hf": ("--hf", "-hf"),
+    "modeldir": ("--modeldir",),
+    "defaultmodel": ("--defaultmodel",),
+    "maxloadedmodels": ("--maxloadedmodels",),
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),
@@ -49,6 +52,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
 _METAVARS = {
     "model_param": "PATH|URL",
     "hf": "OWNER/REPO[:QUANT]",
+    "modeldir": "DIR",
+    "defaultmodel": "NAME",
     "maxrequestsize": "MB",
     "password": "PASSWORD",
 }

@@ -34,6 +34,16 @@ class HearthSettings(BaseModel):
         default=None,
         description="Serve owner/repo[:QUANT] from Hugging Face (default quant Q4_K_M).",
     )
+    # Several models (issue 12, in progress): a folder of GGUFs a request's `model` picks from.
+    modeldir: str | None = Field(
+        default=None, description="Also serve every GGUF in this folder; a request's model picks."
+    )
+    defaultmodel: str | None = Field(
+        default=None, description="With --modeldir: the model serving names that match none."
+    )
+    maxloadedmodels: int = Field(
+        default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
+    )
     host: str = Field(
         default="",
         description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
@@ -113,7 +123,7 @@ class HearthSettings(BaseModel):
             upper = getattr(constraint, "le", upper)
         return lower, upper
 
-    @field_validator("model_param", "password", "hf", mode="before")
+    @field_validator("model_param", "password", "hf", "modeldir", "defaultmodel", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         # KoboldCpp writes "" as often as null for "not set".

@@ -12,6 +12,7 @@ wire.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from server.api.common import (
 )
 from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
+from server.api.model_choice import ModelChoice
 from server.api.openapi import json_answer, json_body
 from server.config import HearthSettings
 from server.core.job import Job
@@ -151,6 +153,9 @@ def generation_route(
             request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
         ) -> Response:
             body = await parse_json_body(request, body_model, dialect)
+            choice: ModelChoice | None = request.app.state.model_choice
+            if choice is not None:  # --modeldir: the model the body names
+                model = await choice.info_for(getattr(body, "model", None), dialect)
             generation = planner(body, Served(request, settings, model))
             return await serve(
                 request,
@@ -185,7 +190,10 @@ async def serve(
     stream: bool,
 ) -> Response:
     """Queue the plan's generation and answer it in `wire`'s dialect, streamed or whole."""
-    job = submit(scheduler, model, plan.generation, wire.dialect)
+    generation = plan.generation
+    if request.app.state.model_choice is not None:  # the scheduler runs it on that model
+        generation = dataclasses.replace(generation, model=model.name)
+    job = submit(scheduler, model, generation, wire.dialect)
     if stream:
         keepalive: float = request.app.state.keepalive_seconds
         return wire.response(_bursts(scheduler, job, plan, wire, keepalive), job.abandoned)

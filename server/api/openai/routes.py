@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from server.api import common
 from server.api.deps import ModelInfoDep
 from server.api.errors import Dialect
+from server.api.model_choice import ModelChoice
 from server.api.openai import adapter, formatter
 from server.api.openai.schemas import (
     ChatCompletion,
@@ -33,13 +34,23 @@ OPENAI = Dialect.OPENAI
 
 
 @router.get("/v1/models")
-async def list_models(model: ModelInfoDep) -> ModelList:
-    entry: ModelEntry = {"id": model.name, "object": "model", "created": 0, "owned_by": "hearth"}
-    summary = await _summary(model.path)
+async def list_models(request: Request, model: ModelInfoDep) -> ModelList:
+    choice: ModelChoice | None = request.app.state.model_choice
+    listed = (
+        [(entry.name, entry.path) for entry in choice.catalog.entries]
+        if choice is not None
+        else [(model.name, model.path)]
+    )
+    return {"object": "list", "data": [await _model_entry(name, path) for name, path in listed]}
+
+
+async def _model_entry(name: str, path: Path | None) -> ModelEntry:
+    entry: ModelEntry = {"id": name, "object": "model", "created": 0, "owned_by": "hearth"}
+    summary = await _summary(path)
     if summary is not None:
         entry["created"] = summary.mtime_ns // 1_000_000_000
         entry["meta"] = formatter.model_meta(summary)
-    return {"object": "list", "data": [entry]}
+    return entry
 
 
 async def _summary(path: Path | None) -> GGUFSummary | None:

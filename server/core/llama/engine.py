@@ -22,7 +22,7 @@ from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
-from server.core.llama.model import LoadedModel
+from server.core.llama.model import LoadedModel, Vocabulary
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
@@ -120,12 +120,7 @@ class LlamaCppEngine:
         return len(self._loaded.fit_to_context(request)[1])
 
     def check_json_schema(self, schema: dict[str, Any]) -> None:
-        try:
-            grammar = schema_grammar(schema)
-        except EngineError as exc:
-            raise ValueError(str(exc)) from None
-        if grammar is None or not check_grammar(self._loaded.vocab, grammar):
-            raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
+        check_schema(self._loaded, schema)
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
@@ -266,3 +261,48 @@ class LlamaCppEngine:
                     answer += event.text
         logger.info("Tool decision: %s", answer.strip() or "(nothing)")
         return answer.strip().lower().startswith("y")
+
+
+def check_schema(vocabulary: Vocabulary, schema: dict[str, Any]) -> None:
+    """ValueError unless llama.cpp accepts the grammar made from `schema` for this vocabulary."""
+    try:
+        grammar = schema_grammar(schema)
+    except EngineError as exc:
+        raise ValueError(str(exc)) from None
+    if grammar is None or not check_grammar(vocabulary.vocab, grammar):
+        raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
+
+
+class ModelCard:
+    """A listed model as the API plans requests for it, loaded or not: its tokenizer, chat
+    template and context (a vocab-only load; never freed while the server runs, so the event
+    loop can use it while the worker swaps engines). Issue 12, in progress."""
+
+    def __init__(self, vocabulary: Vocabulary, context_size: int, slots: int) -> None:
+        self.vocabulary = vocabulary
+        self.context_size = context_size
+        vocabulary.slot_context = context_size // max(1, slots)
+
+    @classmethod
+    def load(cls, path: Path, context_size: int, slots: int) -> ModelCard:
+        return cls(Vocabulary.load_vocab_only(path), context_size, slots)
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self.vocabulary.chat_template
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        vocabulary = self.vocabulary
+        return vocabulary.tokenize(text, add_bos=vocabulary.add_bos, parse_special=special)
+
+    def detokenize(self, ids: list[int], special: bool = True) -> str:
+        return self.vocabulary.detokenize(ids, special)
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        return len(self.vocabulary.fit_to_context(request)[1])
+
+    def check_json_schema(self, schema: dict[str, Any]) -> None:
+        check_schema(self.vocabulary, schema)
+
+    def close(self) -> None:
+        self.vocabulary.free_vocabulary()

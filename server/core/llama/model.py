@@ -70,6 +70,9 @@ class Vocabulary:
     def __init__(self, model: Any, path: Path) -> None:
         self.model = model
         self.path = path
+        # One slot's context: what a prompt is fitted to (LoadedModel: from its context;
+        # a vocab-only card: from the settings).
+        self.slot_context = 0
         self.vocab = llama.llama_model_get_vocab(model)
         self.n_vocab = int(llama.llama_vocab_n_tokens(self.vocab))
         self.add_bos = bool(llama.llama_vocab_get_add_bos(self.vocab))
@@ -147,6 +150,27 @@ class Vocabulary:
     def is_end(self, token: int) -> bool:
         return bool(llama.llama_vocab_is_eog(self.vocab, token))
 
+    def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
+        """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays
+        whole. Returns (max_tokens, prompt tokens)."""
+        limit = self.slot_context
+        if request.max_context_length is not None:
+            limit = min(limit, request.max_context_length)
+        max_tokens = max(min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
+        # BOS belongs to the kept head with `memory`: trimming must never cut it off.
+        head = [self.bos] if self.add_bos else []
+        head += self.tokenize(request.memory, add_bos=False, parse_special=True)
+        # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
+        # would cost seconds and memory for nothing. No token is longer than
+        # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
+        text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
+        prompt = self.tokenize(text, add_bos=False, parse_special=True)
+        room = max(limit - max_tokens - len(head), 1)
+        if len(prompt) > room:
+            prompt = prompt[len(prompt) - room :]
+        tokens = head + prompt or [self.bos]  # an empty prompt still needs a token to start
+        return max_tokens, tokens[-limit:]
+
 
 class LoadedModel(Vocabulary):
     """The model, its context and vocabulary; freed once by `close()`."""
@@ -201,24 +225,3 @@ class LoadedModel(Vocabulary):
                 self.threadpool.detach(self.context)
             llama.llama_free(self.context)
             llama.llama_model_free(self.model)
-
-    def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
-        """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays
-        whole. Returns (max_tokens, prompt tokens)."""
-        limit = self.slot_context
-        if request.max_context_length is not None:
-            limit = min(limit, request.max_context_length)
-        max_tokens = max(min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
-        # BOS belongs to the kept head with `memory`: trimming must never cut it off.
-        head = [self.bos] if self.add_bos else []
-        head += self.tokenize(request.memory, add_bos=False, parse_special=True)
-        # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
-        # would cost seconds and memory for nothing. No token is longer than
-        # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
-        text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
-        prompt = self.tokenize(text, add_bos=False, parse_special=True)
-        room = max(limit - max_tokens - len(head), 1)
-        if len(prompt) > room:
-            prompt = prompt[len(prompt) - room :]
-        tokens = head + prompt or [self.bos]  # an empty prompt still needs a token to start
-        return max_tokens, tokens[-limit:]

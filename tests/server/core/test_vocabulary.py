@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from server.core.llama.engine import ModelCard
 from server.core.llama.model import Vocabulary
+from server.core.types import GenerationRequest
 from server.model_file import resolve_model_path
 from tests.conftest import RunningServer
 
@@ -23,3 +25,15 @@ def test_a_vocab_only_load_tokenizes_as_the_loaded_model(hearth: RunningServer) 
         assert vocabulary.metadata("general.architecture") == "gemma3"
     finally:
         vocabulary.free_vocabulary()
+
+
+def test_a_model_card_plans_as_the_loaded_engine_does(hearth: RunningServer) -> None:
+    card = ModelCard.load(resolve_model_path(None), context_size=4096, slots=1)
+    try:
+        counted = httpx.post(f"{hearth.base_url}/api/extra/tokencount", json={"prompt": TEXT})
+        request = GenerationRequest(request_id="r", prompt=TEXT, max_tokens=16)
+        assert card.count_prompt_tokens(request) == len(counted.json()["ids"])
+        assert card.tokenize(TEXT) == counted.json()["ids"]
+        card.check_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    finally:
+        card.close()

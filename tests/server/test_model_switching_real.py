@@ -1,0 +1,87 @@
+"""--modeldir with the real server (issue 12, in progress): the listed models, a request's
+`model` loading another model through the official clients, an unknown name's 404."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import ollama
+import openai
+import pytest
+
+from server.model_file import resolve_model_path
+from tests.conftest import RunningServer
+
+SERVED = "gemma-3-270m-q4_k_m"
+OTHER = "story-writer"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    try:  # the same weights under another name: a hard link, no copy
+        os.link(resolve_model_path(None), folder / f"{OTHER}.gguf")
+    except OSError:
+        shutil.copyfile(resolve_model_path(None), folder / f"{OTHER}.gguf")
+    (folder / "broken.gguf").write_bytes(b"not a model")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def switching(model_dir: Path, start_hearth: Callable[..., RunningServer]) -> RunningServer:
+    return start_hearth(["--modeldir", str(model_dir), "--contextsize", "1024"])
+
+
+def test_the_model_dir_is_listed_and_a_broken_file_reported(switching: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{switching.base_url}/v1", api_key="unused")
+    assert [model.id for model in client.models.list().data] == [SERVED, OTHER]
+    assert "Skipping" in switching.wait_for_output("broken.gguf")
+
+
+def test_a_request_naming_another_model_loads_it(switching: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{switching.base_url}/v1", api_key="unused")
+    answer = client.completions.create(model=OTHER, prompt="Once upon a time", max_tokens=4)
+    assert answer.model == OTHER and answer.choices[0].text
+    switching.wait_for_output(f"Loaded {OTHER}.gguf")
+    chat = ollama.Client(host=switching.base_url).chat(
+        model=SERVED, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 4}
+    )
+    assert chat.model == SERVED
+    switching.wait_for_output(f"Unloading {OTHER}")
+    kobold = httpx.post(
+        f"{switching.base_url}/api/v1/generate", json={"prompt": "Hello", "max_length": 4}
+    )
+    assert kobold.status_code == 200  # no model named: the served model
+
+
+def test_an_unknown_model_is_a_404_in_the_dialects_shape(switching: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{switching.base_url}/v1", api_key="unused")
+    with pytest.raises(openai.NotFoundError, match="model 'gpt-4o' not found"):
+        client.completions.create(model="gpt-4o", prompt="Hi", max_tokens=2)
+    with pytest.raises(ollama.ResponseError) as raised:
+        ollama.Client(host=switching.base_url).generate(model="llama3", prompt="Hi")
+    assert raised.value.status_code == 404 and raised.value.error == "model 'llama3' not found"
+
+
+def test_batched_serving_switches_once_the_batch_drains(
+    model_dir: Path, start_hearth: Callable[..., RunningServer]
+) -> None:
+    batched = start_hearth(
+        ["--modeldir", str(model_dir), "--parallelrequests", "2", "--contextsize", "1024"]
+    )
+    client = openai.AsyncOpenAI(base_url=f"{batched.base_url}/v1", api_key="unused")
+
+    async def both() -> list[str]:
+        answers = await asyncio.gather(
+            client.completions.create(model=OTHER, prompt="One", max_tokens=6),
+            client.completions.create(model=SERVED, prompt="Two", max_tokens=6),
+            client.completions.create(model=OTHER, prompt="Three", max_tokens=6),
+        )
+        return [answer.model for answer in answers]
+
+    assert asyncio.run(both()) == [OTHER, SERVED, OTHER]
