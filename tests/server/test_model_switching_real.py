@@ -40,6 +40,9 @@ def switching(model_dir: Path, start_hearth: Callable[..., RunningServer]) -> Ru
 def test_the_model_dir_is_listed_and_a_broken_file_reported(switching: RunningServer) -> None:
     client = openai.OpenAI(base_url=f"{switching.base_url}/v1", api_key="unused")
     assert [model.id for model in client.models.list().data] == [SERVED, OTHER]
+    tags = ollama.Client(host=switching.base_url).list().models
+    assert [tag.model for tag in tags] == [f"{SERVED}:latest", f"{OTHER}:latest"]
+    assert all(tag.details and tag.details.family == "gemma3" for tag in tags)
     assert "Skipping" in switching.wait_for_output("broken.gguf")
 
 

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from server import __version__
 from server.api.deps import ModelInfo, ModelInfoDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
+from server.api.model_choice import ModelChoice
 from server.api.ollama import adapter, formatter
 from server.api.ollama.pull import pull_progress, pullable
 from server.api.ollama.schemas import (
@@ -86,9 +87,24 @@ def _read_model_file(path: Path, with_digest: bool) -> tuple[GGUFSummary, str]:
 
 
 @router.get("/api/tags")
-async def tags(model: ModelInfoDep) -> ModelTags:
-    file = await _model_file(model, with_digest=True)
-    return {"models": [formatter.model_entry(model.name, model.context_size, file)]}
+async def tags(request: Request, model: ModelInfoDep) -> ModelTags:
+    choice: ModelChoice | None = request.app.state.model_choice
+    if choice is None:
+        file = await _model_file(model, with_digest=True)
+        return {"models": [formatter.model_entry(model.name, model.context_size, file)]}
+    entries = []
+    for entry in choice.catalog.entries:  # --modeldir: every listed model
+        listed = ModelInfo(
+            entry.name,
+            model.context_size,
+            model.tokenizer,
+            model.chat_template,
+            model.schemas,
+            entry.path,
+        )
+        file = await _model_file(listed, with_digest=True)
+        entries.append(formatter.model_entry(entry.name, model.context_size, file))
+    return {"models": entries}
 
 
 @router.get("/api/ps")
