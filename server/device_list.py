@@ -27,6 +27,12 @@ class ListedDevice:
     free_bytes: int
     total_bytes: int
 
+    @property
+    def is_gpu(self) -> bool:
+        """Whether llama.cpp offloads to it unless told otherwise: real GPUs, not a Vulkan
+        "CPU" device such as lavapipe (used only when chosen by number)."""
+        return self.kind in ("discrete GPU", "integrated GPU", "GPU")
+
     def line(self) -> str:
         label = f"{self.backend} {self.id}" if self.id is not None else self.backend
         return (

@@ -139,8 +139,23 @@ class GGUFSummary:
     @property
     def context_length(self) -> int | None:
         """The context the model was trained for (`<architecture>.context_length`)."""
-        value = self.metadata.get(f"{self.architecture}.context_length")
+        return self.architecture_number("context_length")
+
+    def architecture_number(self, key: str) -> int | None:
+        """`<architecture>.<key>` as an int; per-layer values (some architectures) give their
+        largest. None when absent or not a number."""
+        value = self.metadata.get(f"{self.architecture}.{key}")
+        if isinstance(value, (tuple, list)):
+            value = max((v for v in value if isinstance(v, int)), default=None)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def vocabulary_size(self) -> int:
+        """Tokens in the vocabulary, from the token embedding's shape (0 if it has none)."""
+        embedding = next((t for t in self.tensors if t.name == "token_embd.weight"), None)
+        if embedding is not None and len(embedding.shape) == 2:
+            return embedding.shape[1]  # GGUF shapes list the innermost dimension first
+        return 0
 
     @property
     def chat_template(self) -> str | None:
@@ -371,7 +386,7 @@ def _cached_sha256(path_text: str, size: int, mtime_ns: int) -> str:
                 digest = stored.get("sha256")
                 if isinstance(digest, str) and len(digest) == 64:
                     return digest
-    digest = _hash_file(path)
+    digest = hash_file(path)
     stat = path.stat()
     if (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns):  # unchanged while hashing
         for place in places:
@@ -382,7 +397,8 @@ def _cached_sha256(path_text: str, size: int, mtime_ns: int) -> str:
     return digest
 
 
-def _hash_file(path: Path) -> str:
+def hash_file(path: Path) -> str:
+    """The file's SHA-256, hashed now (no cache): see `file_sha256` for the remembered one."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 

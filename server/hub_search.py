@@ -7,12 +7,11 @@ Qt-free; the launcher runs these on a worker thread (app/hub_client.py). Failure
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from server.model_fetch import hub_call, quants_in
+from server.model_file import SPLIT_PART
 
-_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 SEARCH_LIMIT = 50
 
 
@@ -38,7 +37,7 @@ class ModelFile:
         first = self.parts[0]
         if len(self.parts) == 1:
             return first
-        return f"{_SPLIT_PART.sub('', first)}.gguf ({len(self.parts)} parts)"
+        return f"{SPLIT_PART.sub('', first)}.gguf ({len(self.parts)} parts)"
 
 
 def search_repositories(query: str, token: str | None = None) -> list[RepoHit]:
@@ -79,8 +78,7 @@ def repository_files(repo: str, token: str | None = None) -> list[ModelFile]:
     }
     groups: dict[str, list[str]] = {}
     for name in sorted(sizes):
-        key = _SPLIT_PART.sub("", name) if _SPLIT_PART.search(name) else name
-        groups.setdefault(key, []).append(name)
+        groups.setdefault(SPLIT_PART.sub("", name), []).append(name)
     files = [
         ModelFile(
             repo=repo,

@@ -58,14 +58,9 @@ class MemoryEstimate:
 
 
 def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEstimate:
-    metadata = summary.metadata
-    arch = summary.architecture
-
     def number(key: str, default: int) -> int:
-        value = metadata.get(f"{arch}.{key}")
-        if isinstance(value, (tuple, list)):  # per-layer values (some architectures)
-            value = max((v for v in value if isinstance(v, int)), default=default)
-        return value if isinstance(value, int) and not isinstance(value, bool) else default
+        value = summary.architecture_number(key)
+        return default if value is None else value
 
     layers = max(number("block_count", 1), 1)
     embedding = number("embedding_length", 0)
@@ -77,7 +72,6 @@ def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEst
     layer_total = sum(size for name, size in sizes.items() if name.startswith("blk."))
     output = sizes.get("output.weight", sizes.get("token_embd.weight", 0))
     output += sizes.get("output_norm.weight", 0)
-    vocabulary = _vocabulary_size(summary)
     kv_layer = context * kv_heads * (key_length + value_length) * _KV_BYTES_PER_VALUE
     # Activations of one batch (a few embedding-wide rows per token) and the attention scores
     # of one batch against the whole context; the logits only where the output layer runs.
@@ -88,16 +82,9 @@ def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEst
         output_bytes=output,
         kv_layer_bytes=kv_layer,
         compute_bytes=compute,
-        logits_bytes=batch * vocabulary * _FLOAT_BYTES,
+        logits_bytes=batch * summary.vocabulary_size * _FLOAT_BYTES,
         file_bytes=summary.file_size,
     )
-
-
-def _vocabulary_size(summary: GGUFSummary) -> int:
-    embedding = next((t for t in summary.tensors if t.name == "token_embd.weight"), None)
-    if embedding is not None and len(embedding.shape) == 2:
-        return embedding.shape[1]  # GGUF shapes list the innermost dimension first
-    return 0
 
 
 def auto_gpu_layers(estimate: MemoryEstimate, free_bytes: int) -> int:

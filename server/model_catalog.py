@@ -9,16 +9,14 @@ field will follow. Broken files are reported (path and reason) and skipped, neve
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from server.gguf_metadata import GGUFFormatError, GGUFSummary, gguf_summary
-from server.model_file import model_display_name
+from server.model_file import SPLIT_PART, model_display_name
 
 logger = logging.getLogger("hearth")
-_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -106,5 +104,5 @@ def _normal(name: str) -> str:
 
 def _is_later_split_part(path: Path) -> bool:
     """`-00002-of-00003.gguf` and later: llama.cpp loads a split model from its first part."""
-    part = _SPLIT_PART.search(path.name)
+    part = SPLIT_PART.search(path.name)
     return part is not None and int(part.group(1)) > 1

@@ -28,14 +28,14 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from server.config import HearthSettings
-from server.model_file import ModelFileError, check_gguf_file, resolve_model_path
+from server.gguf_metadata import hash_file
+from server.model_file import SPLIT_PART, ModelFileError, check_gguf_file, resolve_model_path
 from server.netcheck import reachable
 
 logger = logging.getLogger("hearth")
 
 DEFAULT_QUANT = "Q4_K_M"
 _HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
-_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _QUANT_NAME = re.compile(r"(?<![A-Z0-9])(I?Q\d[\w]*?|F16|BF16|F32)(?=[-.]|$)")
 _CHUNK = 1 << 20
 _REPORT_EVERY_SECONDS = 2.0
@@ -98,11 +98,11 @@ def pick_quant_file(files: list[str], quant: str, repo: str) -> list[str]:
         listed = ", ".join(available) if available else "no GGUF files"
         raise ModelFileError(f"{repo} has no {quant} GGUF file (it has: {listed})")
     first = min(candidates, key=lambda name: (name.count("/"), len(name), name))
-    split = _SPLIT_PART.search(first)
+    split = SPLIT_PART.search(first)
     if split is None:
         return [first]
     stem = first[: split.start()]
-    return sorted(name for name in candidates if name.startswith(stem) and _SPLIT_PART.search(name))
+    return sorted(name for name in candidates if name.startswith(stem) and SPLIT_PART.search(name))
 
 
 def quants_in(name: str) -> list[str]:
@@ -120,9 +120,17 @@ def fetch_hub_quant(repo: str, quant: str, progress: Progress) -> Path:
     if cached is not None:
         logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
         return cached
+    return _fetch_quant_parts(repo, quant, progress)
+
+
+def _fetch_quant_parts(
+    repo: str, quant: str, progress: Progress, announce: Announce | None = None
+) -> Path:
+    """Every part of `quant` in the repository (each from the cache when complete there);
+    the first part, the one to load."""
     files = hub_call(repo, lambda api: api.list_repo_files(repo))
     parts = pick_quant_file(files, quant, repo)
-    paths = [fetch_hub_file(repo, name, "main", progress) for name in parts]
+    paths = [fetch_hub_file(repo, part, "main", progress, announce=announce) for part in parts]
     return paths[0]
 
 
@@ -143,26 +151,13 @@ def pull_hub_model(
     hub cache (a complete one is only announced). Returns the file to load. `cancelled` is
     checked as bytes arrive (the partial file is kept for the next pull)."""
     repo, quant = parse_hf_spec(spec)
-    files = hub_call(repo, lambda api: api.list_repo_files(repo))
-    parts = pick_quant_file(files, quant, repo)
 
     def checked(done: int, total: int | None) -> None:
         if cancelled():
             raise DownloadCancelled
         progress(done, total)
 
-    paths = []
-    for part in parts:
-        cached = _cached_file(repo, part)
-        if cached is not None:
-            size = cached.stat().st_size
-            announce(Path(os.path.realpath(cached)).name, size)
-            progress(size, size)
-            paths.append(cached)
-        else:
-            paths.append(_download_into_hub_cache(repo, part, "main", checked, None, announce))
-    check_gguf_file(paths[0])
-    return paths[0]
+    return _fetch_quant_parts(repo, quant, checked, announce)
 
 
 def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
@@ -186,31 +181,29 @@ def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
     return parts
 
 
-def _cached_file(repo: str, filename: str) -> Path | None:
+def fetch_hub_file(
+    repo: str,
+    filename: str,
+    revision: str,
+    progress: Progress,
+    token: str | None = None,
+    announce: Announce | None = None,
+) -> Path:
+    """One file of a repository: from the hub cache when it is complete there (no request),
+    else downloaded into it. `announce` hears its digest and size first (Ollama's pull)."""
     from huggingface_hub import try_to_load_from_cache
 
-    found = try_to_load_from_cache(repo, filename)
-    return Path(found) if isinstance(found, str) and Path(found).is_file() else None
-
-
-def fetch_hub_file(
-    repo: str, filename: str, revision: str, progress: Progress, token: str | None = None
-) -> Path:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    try:
-        local = hf_hub_download(
-            repo, filename, revision=revision, local_files_only=True, token=token
-        )
-        logger.info("Model: %s from the Hugging Face cache (%s)", Path(filename).name, repo)
-        return Path(local)
-    except LocalEntryNotFoundError:
-        pass
-    except ValueError:  # revision not cached: fall through to a download
-        pass
+    found = try_to_load_from_cache(repo, filename, revision=revision)
+    if isinstance(found, str) and Path(found).is_file():
+        cached = Path(found)
+        logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
+        if announce is not None:
+            size = cached.stat().st_size
+            announce(Path(os.path.realpath(cached)).name, size)
+            progress(size, size)
+        return cached
     logger.info("Downloading %s from %s", filename, repo)
-    path = _download_into_hub_cache(repo, filename, revision, progress, token)
+    path = _download_into_hub_cache(repo, filename, revision, progress, token, announce)
     check_gguf_file(path)
     return path
 
@@ -233,7 +226,7 @@ def _download_into_hub_cache(
     blob is linked from `snapshots/<commit>/<file>` with `refs/<revision>`: the standard layout,
     which `hf_hub_download(local_files_only=True)` and the hub's cache tools read."""
     import httpx
-    from huggingface_hub import constants, get_hf_file_metadata, get_token, hf_hub_url
+    from huggingface_hub import get_hf_file_metadata, get_token, hf_hub_url
 
     url = hf_hub_url(repo, filename, revision=revision)
     meta = hub_call(repo, lambda _api: get_hf_file_metadata(url, token=token), filename)
@@ -241,7 +234,7 @@ def _download_into_hub_cache(
     commit = str(meta.commit_hash or revision)
     if not re.fullmatch(r"[\w.-]+", etag):
         raise ModelFileError(f"{repo}/{filename}: the hub sent no usable ETag")
-    storage = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+    storage = _repo_cache(repo)
     blob = storage / "blobs" / etag
     if announce is not None:
         announce(etag, meta.size)
@@ -257,7 +250,7 @@ def _download_into_hub_cache(
             raise ModelFileError(f"{repo}/{filename}: the hub answered HTTP {status}") from None
         except OSError as exc:
             raise _os_error(f"{repo}/{filename}", exc) from None
-        if re.fullmatch(r"[0-9a-f]{64}", etag) and _sha256(partial) != etag:
+        if re.fullmatch(r"[0-9a-f]{64}", etag) and hash_file(partial) != etag:
             partial.unlink()
             raise ModelFileError(f"{repo}/{filename}: the download is corrupt (checksum)")
         os.replace(partial, blob)
@@ -275,19 +268,16 @@ def _download_into_hub_cache(
     return snapshot
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _repo_cache(repo: str) -> Path:
+    """The repository's folder in huggingface_hub's cache (its standard layout)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
 
 
 def _cached_quant(repo: str, quant: str) -> Path | None:
     """A complete file of `quant` already in the hub cache (no request at all)."""
-    from huggingface_hub import constants
-
-    folder = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "snapshots"
+    folder = _repo_cache(repo) / "snapshots"
     if not folder.is_dir():
         return None
     for snapshot in sorted(folder.iterdir()):

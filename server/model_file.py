@@ -28,6 +28,10 @@ class ModelFileError(Exception):
     """The chosen model cannot be used; the message says why and names the path."""
 
 
+# A split model's part file (`-00002-of-00003.gguf`): llama.cpp loads one from its first part.
+SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
 def model_display_name(path: Path) -> str:
     """KoboldCpp's model name: the file stem without characters outside [\\w.-]."""
     return re.sub(r"[^\w.\-]", "", path.stem)

@@ -26,6 +26,8 @@ from server.app import create_app
 from server.config import HearthSettings
 from server.core.engine import Engine
 from server.http_server import http_server
+from server.model_file import resolve_model_path
+from tests.hub_server import LocalHub, serve_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 120.0
@@ -187,3 +189,12 @@ def serve_engine() -> Iterator[Callable[..., RunningServer]]:
     for server, thread in servers:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
+    """A local stand-in for the Hugging Face Hub (tests/hub_server.py) with two repositories
+    made of the bundled model; huggingface_hub points at it for this test."""
+    local = serve_hub(resolve_model_path(None), tmp_path, monkeypatch)
+    yield local
+    local.stop()

@@ -26,9 +26,6 @@ AUTO_BACKEND = "auto"  # no flag: llama.cpp uses every GPU it finds
 CPU_BACKEND = "cpu"
 EVERY_VULKAN = "vulkan"
 EVERY_CUDA = "cuda"
-# Devices llama.cpp offloads to unless told otherwise (a Vulkan "CPU" device such as lavapipe
-# only when chosen by number)
-GPU_KINDS = ("discrete GPU", "integrated GPU", "GPU")
 
 
 def backend_key(settings: HearthSettings) -> str:
@@ -167,7 +164,7 @@ class GpuFields(QObject):
             self.backend.addItem(f"Use {backend} (every GPU)", every)
             for device in self.devices:
                 if device.backend == backend:
-                    software = "" if device.kind in GPU_KINDS else f", {device.kind}"
+                    software = "" if device.is_gpu else f", {device.kind}"
                     self.backend.addItem(
                         f"Use {backend}: {device.id}: {device.name}{software}, "
                         f"{device.free_bytes / 2**30:.1f} GiB free",
@@ -190,14 +187,14 @@ class GpuFields(QObject):
             return []
         if key in (EVERY_CUDA, EVERY_VULKAN):
             backend = "CUDA" if key == EVERY_CUDA else "Vulkan"
-            return [d for d in self.devices if d.backend == backend and d.kind in GPU_KINDS]
+            return [d for d in self.devices if d.backend == backend and d.is_gpu]
         if ":" in key:
             every, _, listed = key.partition(":")
             backend = "CUDA" if every == EVERY_CUDA else "Vulkan"
             ids = {int(index) for index in listed.split(",")}
             return [d for d in self.devices if d.backend == backend and d.id in ids]
         # ggml's default: real GPUs only (software devices only when chosen by number)
-        return [d for d in self.devices if d.kind in GPU_KINDS]
+        return [d for d in self.devices if d.is_gpu]
 
     def estimate_text(self) -> str:
         if not self.has_gpu:

@@ -4,7 +4,6 @@ and resume; a gated repository's message."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,12 @@ from server.config import HearthSettings
 from server.hub_search import repository_files, search_repositories
 from server.model_file import resolve_model_path
 from tests.conftest import free_port
-from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, LocalHub, serve_hub
+from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, LocalHub
 
 
 @pytest.fixture(scope="module")
 def bundled() -> Path:
     return resolve_model_path(None)
-
-
-@pytest.fixture
-def hub(bundled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
-    local = serve_hub(bundled, tmp_path, monkeypatch)
-    yield local
-    local.stop()
 
 
 def test_search_and_files_with_sizes_and_quantizations(hub: LocalHub, bundled: Path) -> None:

@@ -6,7 +6,7 @@ failure as one sentence. The last test runs the real server on a downloaded mode
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -22,19 +22,12 @@ from server.model_fetch import (
 )
 from server.model_file import ModelFileError, resolve_model_path
 from tests.conftest import RunningServer, free_port
-from tests.hub_server import MODEL_FILE, REPO, LocalHub, serve_hub
+from tests.hub_server import MODEL_FILE, REPO, LocalHub
 
 
 @pytest.fixture(scope="module")
 def bundled() -> Path:
     return resolve_model_path(None)
-
-
-@pytest.fixture
-def hub(bundled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
-    local = serve_hub(bundled, tmp_path, monkeypatch)
-    yield local
-    local.stop()
 
 
 def sha256(path: Path) -> str:

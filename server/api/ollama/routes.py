@@ -9,15 +9,14 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
-from server.api.deps import ModelInfo, ModelInfoDep, key_required
+from server.api.deps import ModelInfoDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
-from server.api.model_choice import ModelChoice
+from server.api.model_files import listed_models, read_model_file
 from server.api.ollama import adapter, formatter
 from server.api.ollama.pull import pull_progress, pullable
 from server.api.ollama.schemas import (
@@ -37,7 +36,7 @@ from server.api.ollama.schemas import (
 )
 from server.api.openapi import json_body
 from server.api.respond import Generation, Served, generation_route
-from server.gguf_metadata import GGUFFormatError, GGUFSummary, file_sha256, gguf_summary, rfc3339
+from server.gguf_metadata import rfc3339
 from server.model_fetch import delete_hub_model
 from server.model_file import ModelFileError
 
@@ -69,47 +68,19 @@ def chat(body: OllamaChatRequest, served: Served) -> Generation:
     return Generation(plan, formatter.ChatWire(body.model), body.stream)
 
 
-async def _model_file(model: ModelInfo, with_digest: bool) -> tuple[GGUFSummary, str] | None:
-    """The loaded GGUF's header (and SHA-256), read off the event loop: the first digest hashes
-    the whole file, later ones come from the cache. None for a scripted engine or a file that
-    can no longer be read."""
-    if model.path is None:
-        return None
-    try:
-        return await asyncio.to_thread(_read_model_file, model.path, with_digest)
-    except (OSError, GGUFFormatError) as exc:
-        logger.warning("Cannot describe the model file %s: %s", model.path, exc)
-        return None
-
-
-def _read_model_file(path: Path, with_digest: bool) -> tuple[GGUFSummary, str]:
-    return gguf_summary(path), file_sha256(path) if with_digest else ""
-
-
 @router.get("/api/tags")
 async def tags(request: Request, model: ModelInfoDep) -> ModelTags:
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is None:
-        file = await _model_file(model, with_digest=True)
-        return {"models": [formatter.model_entry(model.name, model.context_size, file)]}
-    entries = []
-    for entry in choice.catalog.entries:  # --modeldir: every listed model
-        listed = ModelInfo(
-            entry.name,
-            model.context_size,
-            model.tokenizer,
-            model.chat_template,
-            model.schemas,
-            entry.path,
-        )
-        file = await _model_file(listed, with_digest=True)
-        entries.append(formatter.model_entry(entry.name, model.context_size, file))
-    return {"models": entries}
+    return {
+        "models": [
+            formatter.model_entry(name, model.context_size, await read_model_file(path, True))
+            for name, path in listed_models(request, model)
+        ]
+    }
 
 
 @router.get("/api/ps")
 async def running_models(model: ModelInfoDep) -> RunningModels:
-    file = await _model_file(model, with_digest=True)
+    file = await read_model_file(model.path, with_digest=True)
     entry = formatter.model_entry(model.name, model.context_size, file)
     expires_at = rfc3339(datetime.now(UTC) + NEVER_UNLOADS)
     # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
@@ -120,7 +91,7 @@ async def running_models(model: ModelInfoDep) -> RunningModels:
 @router.post("/api/show", openapi_extra=json_body(OllamaShowRequest, required=False))
 async def show(request: Request, model: ModelInfoDep) -> ModelShow:
     await parse_json_body(request, OllamaShowRequest, Dialect.OLLAMA, optional=True)
-    file = await _model_file(model, with_digest=False)
+    file = await read_model_file(model.path, with_digest=False)
     summary = file[0] if file else None
     return {
         "modelfile": f"FROM {model.name}",

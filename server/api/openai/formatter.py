@@ -60,21 +60,13 @@ DONE = ServerSentEvent("[DONE]")
 
 
 def model_meta(summary: GGUFSummary) -> ModelMeta:
-    metadata = summary.metadata
-    arch = summary.architecture
-    embedding = next((t for t in summary.tensors if t.name == "token_embd.weight"), None)
-
-    def number(key: str) -> int:
-        value = metadata.get(f"{arch}.{key}")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     return {
-        "n_vocab": embedding.shape[1] if embedding is not None and len(embedding.shape) == 2 else 0,
+        "n_vocab": summary.vocabulary_size,
         "n_ctx_train": summary.context_length or 0,
-        "n_embd": number("embedding_length"),
+        "n_embd": summary.architecture_number("embedding_length") or 0,
         "n_params": summary.parameter_count,
         "size": summary.file_size,
-        "architecture": arch,
+        "architecture": summary.architecture,
         "quantization": summary.quantization,
         "chat_template": summary.chat_template is not None,
     }

@@ -6,7 +6,6 @@ Each plans its generation (adapter.py) and names the wire it is answered in (for
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -14,7 +13,7 @@ from fastapi import APIRouter, Request
 from server.api import common
 from server.api.deps import ModelInfoDep
 from server.api.errors import Dialect
-from server.api.model_choice import ModelChoice
+from server.api.model_files import listed_models, read_model_file
 from server.api.openai import adapter, formatter
 from server.api.openai.schemas import (
     ChatCompletion,
@@ -27,7 +26,6 @@ from server.api.openai.schemas import (
     ResponsesRequest,
 )
 from server.api.respond import Generation, Served, generation_route
-from server.gguf_metadata import GGUFFormatError, GGUFSummary, gguf_summary
 
 router = APIRouter(tags=["OpenAI"])
 OPENAI = Dialect.OPENAI
@@ -35,31 +33,18 @@ OPENAI = Dialect.OPENAI
 
 @router.get("/v1/models")
 async def list_models(request: Request, model: ModelInfoDep) -> ModelList:
-    choice: ModelChoice | None = request.app.state.model_choice
-    listed = (
-        [(entry.name, entry.path) for entry in choice.catalog.entries]
-        if choice is not None
-        else [(model.name, model.path)]
-    )
+    listed = listed_models(request, model)
     return {"object": "list", "data": [await _model_entry(name, path) for name, path in listed]}
 
 
 async def _model_entry(name: str, path: Path | None) -> ModelEntry:
     entry: ModelEntry = {"id": name, "object": "model", "created": 0, "owned_by": "hearth"}
-    summary = await _summary(path)
-    if summary is not None:
+    file = await read_model_file(path, with_digest=False)
+    if file is not None:
+        summary = file[0]
         entry["created"] = summary.mtime_ns // 1_000_000_000
         entry["meta"] = formatter.model_meta(summary)
     return entry
-
-
-async def _summary(path: Path | None) -> GGUFSummary | None:
-    if path is None:
-        return None
-    try:
-        return await asyncio.to_thread(gguf_summary, path)
-    except (OSError, GGUFFormatError):
-        return None  # the file changed under a running server: the entry keeps its name
 
 
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)

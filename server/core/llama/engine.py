@@ -52,6 +52,7 @@ class LlamaCppEngine:
 
     def __init__(self, loaded: LoadedModel, settings: HearthSettings) -> None:
         self._loaded = loaded
+        self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
         self._name = model_display_name(loaded.path)
         self._slots = SlotCache(
             loaded.memory,
@@ -111,16 +112,16 @@ class LlamaCppEngine:
         return len(self._slots.slots)
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return self._loaded.tokenize(text, add_bos=self._loaded.add_bos, parse_special=special)
+        return self._card.tokenize(text, special)
 
     def detokenize(self, ids: list[int], special: bool = True) -> str:
-        return self._loaded.detokenize(ids, special)
+        return self._card.detokenize(ids, special)
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(self._loaded.fit_to_context(request)[1])
+        return self._card.count_prompt_tokens(request)
 
     def check_json_schema(self, schema: dict[str, Any]) -> None:
-        check_schema(self._loaded, schema)
+        self._card.check_json_schema(schema)
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
@@ -263,29 +264,20 @@ class LlamaCppEngine:
         return answer.strip().lower().startswith("y")
 
 
-def check_schema(vocabulary: Vocabulary, schema: dict[str, Any]) -> None:
-    """ValueError unless llama.cpp accepts the grammar made from `schema` for this vocabulary."""
-    try:
-        grammar = schema_grammar(schema)
-    except EngineError as exc:
-        raise ValueError(str(exc)) from None
-    if grammar is None or not check_grammar(vocabulary.vocab, grammar):
-        raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
-
-
 class ModelCard:
-    """A listed model as the API plans requests for it, loaded or not: its tokenizer, chat
-    template and context (a vocab-only load; never freed while the server runs, so the event
-    loop can use it while the worker swaps engines). Issue 12, in progress."""
+    """A model's tokenizer, schema check and chat template, for planning requests: the
+    engine's own (over its LoadedModel), and with --modeldir one per listed model, loaded or
+    not (a vocab-only load, never freed while the server runs, so the event loop can use it
+    while the worker swaps engines)."""
 
-    def __init__(self, vocabulary: Vocabulary, context_size: int, slots: int) -> None:
+    def __init__(self, vocabulary: Vocabulary) -> None:
         self.vocabulary = vocabulary
-        self.context_size = context_size
-        vocabulary.slot_context = context_size // max(1, slots)
 
     @classmethod
     def load(cls, path: Path, context_size: int, slots: int) -> ModelCard:
-        return cls(Vocabulary.load_vocab_only(path), context_size, slots)
+        vocabulary = Vocabulary.load_vocab_only(path)
+        vocabulary.slot_context = context_size // max(1, slots)  # as a loaded context's slot
+        return cls(vocabulary)
 
     @property
     def chat_template(self) -> ChatTemplate:
@@ -302,7 +294,13 @@ class ModelCard:
         return len(self.vocabulary.fit_to_context(request)[1])
 
     def check_json_schema(self, schema: dict[str, Any]) -> None:
-        check_schema(self.vocabulary, schema)
+        """ValueError unless llama.cpp accepts the grammar made from `schema`."""
+        try:
+            grammar = schema_grammar(schema)
+        except EngineError as exc:
+            raise ValueError(str(exc)) from None
+        if grammar is None or not check_grammar(self.vocabulary.vocab, grammar):
+            raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
 
     def close(self) -> None:
         self.vocabulary.free_vocabulary()
