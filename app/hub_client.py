@@ -48,8 +48,10 @@ class HubClient(QObject):
         self._run(lambda: self.files_listed.emit(repo, repository_files(repo, self.token)))
 
     def download(self, file: ModelFile) -> None:
-        if self.downloading:
-            return
+        if self._download is not None and self.downloading:
+            if not self._cancel.is_set():
+                return  # one download at a time
+            self._download.join()  # a cancelled one is ending (its partial file closing)
         self._cancel.clear()
         self._download = self._run(lambda: self._fetch(file))
 

@@ -49,6 +49,7 @@ class HubSearchDialog(QDialog):
         self.resize(720, 520)
         self.hub = hub
         self.chosen_path = ""
+        self._downloading = False
         self.repos: list[RepoHit] = []
         self.files: list[ModelFile] = []
         self.query = QLineEdit()
@@ -117,7 +118,7 @@ class HubSearchDialog(QDialog):
 
     def _file_chosen(self) -> None:
         self.download_button.setEnabled(
-            0 <= self.file_table.currentRow() < len(self.files) and not self.hub.downloading
+            0 <= self.file_table.currentRow() < len(self.files) and not self._downloading
         )
 
     def download(self) -> None:
@@ -125,6 +126,7 @@ class HubSearchDialog(QDialog):
         if not 0 <= row < len(self.files):
             return
         self._use_token()
+        self._downloading = True
         self.download_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self._say(f"Downloading {self.files[row].name}…")
@@ -168,11 +170,15 @@ class HubSearchDialog(QDialog):
         self.accept()
 
     def _cancelled(self) -> None:
+        # Told by the download's own thread as it ends: not `hub.downloading`, which may still
+        # see that thread alive for a moment.
+        self._downloading = False
         self.cancel_button.setEnabled(False)
         self._file_chosen()
         self._say("Cancelled. Download again to resume where it stopped.")
 
     def _failed(self, message: str) -> None:
+        self._downloading = False
         self.cancel_button.setEnabled(False)
         self._file_chosen()
         self._say(message, error=True)

@@ -186,13 +186,13 @@ def test_parameter_size_label_follows_ollama(count: int, label: str) -> None:
 @pytest.fixture
 def hash_calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     calls: list[Path] = []
-    real = gguf_metadata._hash_file
+    real = gguf_metadata.hash_file
 
     def counting(path: Path) -> str:
         calls.append(path)
         return real(path)
 
-    monkeypatch.setattr(gguf_metadata, "_hash_file", counting)
+    monkeypatch.setattr(gguf_metadata, "hash_file", counting)
     return calls
 
 
@@ -270,14 +270,14 @@ def test_first_digest_is_hashed_off_the_event_loop(
 ) -> None:
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
     hashing, release = threading.Event(), threading.Event()
-    real = gguf_metadata._hash_file
+    real = gguf_metadata.hash_file
 
     def slow_hash(path: Path) -> str:
         hashing.set()
         release.wait(30)
         return real(path)
 
-    monkeypatch.setattr(gguf_metadata, "_hash_file", slow_hash)
+    monkeypatch.setattr(gguf_metadata, "hash_file", slow_hash)
     server = serve_engine(FileBackedEngine(model))
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(httpx.get, f"{server.base_url}/api/tags", timeout=30)
