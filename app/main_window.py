@@ -32,7 +32,7 @@ from app.hub_client import HubClient
 from app.paths import config_dir, presets_dir, server_command
 from app.run_view import PerfPoller, RunView
 from app.server_process import ServerProcess
-from app.tabs.settings_tabs import ContextTab, NetworkTab, QuickLaunchTab
+from app.tabs.settings_tabs import AdminTab, ContextTab, NetworkTab, QuickLaunchTab
 from server.config import HearthSettings
 from server.kcpps import SettingsFileError
 from server.netcheck import port_in_use, url_host
@@ -66,11 +66,13 @@ class MainWindow(QMainWindow):
         self.quick = QuickLaunchTab(hub=self.hub)
         self.network = NetworkTab()
         self.context = ContextTab()
+        self.admin = AdminTab()
         self.run_view = RunView()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.quick, "Quick Launch")
         self.tabs.addTab(self.network, "Network")
         self.tabs.addTab(self.context, "Context")
+        self.tabs.addTab(self.admin, "Admin")
         self.tabs.addTab(self.run_view, "Running")
         self.notice = QLabel()
         self.notice.setWordWrap(True)
@@ -128,7 +130,7 @@ class MainWindow(QMainWindow):
     # -- settings <-> widgets ------------------------------------------------------------------
 
     def _forms(self) -> list[Any]:
-        return [self.quick, self.network, self.context]
+        return [self.quick, self.network, self.context, self.admin]
 
     def show_settings(self, settings: HearthSettings) -> None:
         self.settings = settings

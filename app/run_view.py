@@ -161,6 +161,9 @@ class RunView(QWidget):
         super().__init__(parent)
         self.state = QLabel("Not running")
         self.state.setStyleSheet("font-weight: bold;")
+        self.state.setWordWrap(True)  # a model being loaded is named here, and names are long
+        self.model = QLabel("Model: -")
+        self.model.setWordWrap(True)
         self.waiting = QLabel("-")
         self.total = QLabel("-")
         self.prompt_speed = QLabel("-")
@@ -198,6 +201,7 @@ class RunView(QWidget):
         top.addWidget(self.plot, 2)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addWidget(self.model)  # full width, as model names and their list are long
         layout.addWidget(self.placement)  # full width: the reason can be a sentence
         layout.addLayout(buttons)
         layout.addWidget(self.log, 1)
@@ -212,13 +216,20 @@ class RunView(QWidget):
         self.state.setText(text)
 
     def show_perf(self, perf: dict[str, Any]) -> None:
+        """One answer of /api/extra/perf. Keys a server does not send (older ones, or without
+        a model folder) leave their figure as "-" instead of failing."""
         waiting = int(perf.get("queue", 0))
         generating = not perf.get("idle", 1)
-        if generating:
+        loading = perf.get("loading_model")
+        if isinstance(loading, str) and loading:
+            # Requests for that model wait in the queue until it is loaded: say why they wait.
+            self.state.setText(f"Loading model {loading}… ({waiting} waiting)")
+        elif generating:
             self.state.setText("Generating" + (f", {waiting} waiting" if waiting else ""))
         else:
             self.state.setText("Idle")
         self.waiting.setText(str(waiting))
+        self.model.setText(f"Model: {model_text(perf)}")
         self.placement.setText(f"Runs on: {perf.get('placement', '-')}")
         total = int(perf.get("total_gens", 0))
         self.total.setText(str(total))
@@ -228,3 +239,17 @@ class RunView(QWidget):
         if self._last_total is not None and total > self._last_total and speed > 0:
             self.plot.add(speed)
         self._last_total = total
+
+
+def model_text(perf: dict[str, Any]) -> str:
+    """The model serving now, and the others kept loaded beside it."""
+    if "model" not in perf:
+        return "-"
+    serving = perf["model"]
+    if not isinstance(serving, str) or not serving:
+        return "none loaded"
+    loaded = perf.get("loaded_models")
+    others = [name for name in loaded if name != serving] if isinstance(loaded, list) else []
+    if not others:
+        return serving
+    return f"{serving} (also loaded: {', '.join(map(str, others))})"

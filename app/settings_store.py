@@ -31,8 +31,15 @@ def validate_form(
     """The form's `values` over `current` as settings, or None and a message per settings key.
 
     A model file must exist and pass the server's own header check, so a file that is not a
-    GGUF or is cut short never starts a doomed server."""
+    GGUF or is cut short never starts a doomed server. So must a model folder (the server
+    refuses to start without it) and, in admin mode, an admin folder: a typo there would
+    otherwise show only once a client asks to switch models."""
     problems: dict[str, str] = {}
+    folders = ["modeldir", "admindir"] if values.get("admin", current.admin) else ["modeldir"]
+    for key in folders:
+        folder = values.get(key)
+        if folder and not Path(folder).expanduser().is_dir():
+            problems[key] = "No such folder."
     model = values.get("model_param")
     if model and not Path(model).is_file():
         problems["model_param"] = "No such file."

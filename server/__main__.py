@@ -24,7 +24,7 @@ from server.gpu_backends import gpu_backends
 from server.http_server import http_server
 from server.kcpps import SettingsFileError
 from server.model_catalog import ModelCatalog
-from server.model_fetch import model_for
+from server.model_fetch import downloaded_models, model_for
 from server.model_file import ModelFileError
 from server.netcheck import port_in_use
 from server.parent_watch import stop_when_launcher_leaves
@@ -100,7 +100,7 @@ def serve(settings: HearthSettings) -> int:
         logger.error("hearth: %s", exc)
         return EXIT_MODEL_FAILED
     try:
-        engine, choice = with_model_dir(settings, model_path, engine)
+        engine, choice = with_models(settings, model_path, engine)
     except ModelFileError as exc:
         engine.close()
         logger.error("hearth: %s", exc)
@@ -125,27 +125,29 @@ def serve(settings: HearthSettings) -> int:
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()
-        if choice is not None:
-            choice.close()
+        choice.close()
     logger.info("Hearth stopped.")
     return 0
 
 
-def with_model_dir(
+def with_models(
     settings: HearthSettings, model_path: Path, engine: Engine
-) -> tuple[Engine, ModelChoice | None]:
-    """With --modeldir: the engine behind a pool that switches models between jobs, and the
-    API's model choice (issue 12, in progress). Without it: the engine as it is."""
-    if not settings.modeldir:
-        return engine, None
+) -> tuple[EnginePool, ModelChoice]:
+    """The engine behind a pool that loads, switches and unloads models between jobs, and the
+    API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
+    there and every model downloaded into the Hugging Face cache."""
     from server.core.llama import LlamaCppEngine
     from server.core.llama.engine import ModelCard
 
-    folder = Path(settings.modeldir).expanduser()
-    if not folder.is_dir():
-        raise ModelFileError(f"--modeldir {folder}: no such folder")
-    catalog = ModelCatalog.scan(model_path, folder, default=settings.defaultmodel)
-    logger.info("Models: %s", ", ".join(catalog.names))
+    catalog = ModelCatalog.scan(
+        model_path,
+        _folder("--modeldir", settings.modeldir),
+        downloaded_models() if settings.modeldir or settings.admin else (),
+        settings.defaultmodel,
+        _folder("--admindir", settings.admin_folder),
+    )
+    if catalog.has_model_dir:
+        logger.info("Models: %s", ", ".join(catalog.names))
     pool = EnginePool(
         engine.model_name,
         engine,
@@ -158,8 +160,18 @@ def with_model_dir(
         catalog,
         lambda path: ModelCard.load(path, settings.contextsize, slots),
         settings.contextsize,
+        on_added=pool.add,
     )
     return pool, choice
+
+
+def _folder(option: str, value: str | None) -> Path | None:
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ModelFileError(f"{option} {folder}: no such folder")
+    return folder
 
 
 def _interrupt(_signal: int, _frame: FrameType | None) -> None:

@@ -21,6 +21,7 @@ from server.api.errors import (
     http_error_handler,
     request_validation_handler,
 )
+from server.api.kobold.admin import router as admin_router
 from server.api.kobold.routes import router as kobold_router
 from server.api.model_choice import ModelChoice
 from server.api.ollama.pull import PullLocks
@@ -103,6 +104,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         allow_headers=["*"],
         max_age=600,
     )
-    for router in (kobold_router, openai_router, anthropic_router, ollama_router, pages_router):
+    routers = (kobold_router, admin_router, openai_router, anthropic_router, ollama_router)
+    for router in (*routers, pages_router):
         app.include_router(router)
     document_request_models(app)

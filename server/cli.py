@@ -26,6 +26,9 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "modeldir": ("--modeldir",),
     "defaultmodel": ("--defaultmodel",),
     "maxloadedmodels": ("--maxloadedmodels",),
+    "admin": ("--admin",),
+    "admindir": ("--admindir",),
+    "adminpassword": ("--adminpassword",),
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),
@@ -56,6 +59,8 @@ _METAVARS = {
     "defaultmodel": "NAME",
     "maxrequestsize": "MB",
     "password": "PASSWORD",
+    "admindir": "DIR",
+    "adminpassword": "PASSWORD",
 }
 
 

@@ -44,6 +44,17 @@ class HearthSettings(BaseModel):
     maxloadedmodels: int = Field(
         default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
     )
+    # KoboldCpp's admin mode: /api/admin/list_options and /api/admin/reload_config switch the
+    # model of a running server (Hearth switches in place instead of restarting).
+    admin: bool = Field(default=False, description="Allow switching models over the admin API.")
+    admindir: str | None = Field(
+        default=None,
+        description="Folder of .kcpps files and GGUFs the admin API may load (default: "
+        "--modeldir).",
+    )
+    adminpassword: str | None = Field(
+        default=None, description="Bearer key the admin API asks for (none: no key)."
+    )
     host: str = Field(
         default="",
         description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
@@ -123,7 +134,16 @@ class HearthSettings(BaseModel):
             upper = getattr(constraint, "le", upper)
         return lower, upper
 
-    @field_validator("model_param", "password", "hf", "modeldir", "defaultmodel", mode="before")
+    @field_validator(
+        "model_param",
+        "password",
+        "hf",
+        "modeldir",
+        "defaultmodel",
+        "admindir",
+        "adminpassword",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         # KoboldCpp writes "" as often as null for "not set".
@@ -145,6 +165,13 @@ class HearthSettings(BaseModel):
     def exposed_without_password(self) -> bool:
         """True when other machines could reach the server and nothing guards it."""
         return not _is_loopback(self.listen_host) and not self.password
+
+    @property
+    def admin_folder(self) -> str | None:
+        """KoboldCpp's --admindir when --admin is on; Hearth's default is the model folder."""
+        if not self.admin:
+            return None
+        return self.admindir or self.modeldir
 
     @property
     def max_request_bytes(self) -> int:

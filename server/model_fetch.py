@@ -29,7 +29,13 @@ from urllib.parse import unquote, urlparse
 
 from server.config import HearthSettings
 from server.gguf_metadata import hash_file
-from server.model_file import SPLIT_PART, ModelFileError, check_gguf_file, resolve_model_path
+from server.model_file import (
+    SPLIT_PART,
+    ModelFileError,
+    check_gguf_file,
+    model_display_name,
+    resolve_model_path,
+)
 from server.netcheck import reachable
 
 logger = logging.getLogger("hearth")
@@ -146,10 +152,10 @@ Announce = Callable[[str, int | None], None]
 
 def pull_hub_model(
     spec: str, announce: Announce, progress: Progress, cancelled: Callable[[], bool]
-) -> Path:
+) -> tuple[str, Path]:
     """Ollama's pull for `hf.co/owner/repo[:QUANT]`: every part of that quantization into the
-    hub cache (a complete one is only announced). Returns the file to load. `cancelled` is
-    checked as bytes arrive (the partial file is kept for the next pull)."""
+    hub cache (a complete one is only announced). Returns the model's name and file to load.
+    `cancelled` is checked as bytes arrive (the partial file is kept for the next pull)."""
     repo, quant = parse_hf_spec(spec)
 
     def checked(done: int, total: int | None) -> None:
@@ -157,7 +163,8 @@ def pull_hub_model(
             raise DownloadCancelled
         progress(done, total)
 
-    return _fetch_quant_parts(repo, quant, checked, announce)
+    path = _fetch_quant_parts(repo, quant, checked, announce)
+    return hub_model_name(repo, path), path
 
 
 def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
@@ -273,6 +280,36 @@ def _repo_cache(repo: str) -> Path:
     from huggingface_hub import constants
 
     return Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+
+
+def downloaded_models() -> list[tuple[str, Path]]:
+    """(Ollama-style name `hf.co/owner/repo:QUANT`, first file) of every complete GGUF model in
+    the hub cache, newest snapshot first when a repository has several. No request is made."""
+    from huggingface_hub import constants
+
+    found: dict[str, Path] = {}
+    cache = Path(constants.HF_HUB_CACHE)
+    if not cache.is_dir():
+        return []
+    snapshots = sorted(
+        cache.glob("models--*/snapshots/*"), key=lambda path: path.stat().st_mtime, reverse=True
+    )
+    for snapshot in snapshots:
+        repo = snapshot.parent.parent.name.removeprefix("models--").replace("--", "/", 1)
+        for path in sorted(snapshot.rglob("*.gguf")):
+            part = SPLIT_PART.search(path.name)
+            if not path.exists() or "mmproj" in path.name.lower():
+                continue  # a link to a blob still downloading, or a vision projector
+            if part is not None and int(part.group(1)) > 1:
+                continue
+            found.setdefault(hub_model_name(repo, path), path)
+    return sorted(found.items())
+
+
+def hub_model_name(repo: str, path: Path) -> str:
+    """Ollama's name for a model file from the hub: `hf.co/owner/repo:QUANT`."""
+    quants = quants_in(path.name)
+    return f"hf.co/{repo}:{quants[-1] if quants else model_display_name(path)}"
 
 
 def _cached_quant(repo: str, quant: str) -> Path | None:

@@ -22,7 +22,7 @@ def dialect_of(path: str) -> str:
         return "anthropic"
     if path.startswith("/v1/"):
         return "openai"
-    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/")):
+    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
         return "ollama"
     return "kobold"
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QSpinBox,
     QWidget,
 )
@@ -85,3 +87,22 @@ def line_edit(placeholder: str = "", password: bool = False) -> QLineEdit:
     if password:
         edit.setEchoMode(QLineEdit.EchoMode.Password)
     return edit
+
+
+def folder_picker(edit: QLineEdit, title: str) -> QWidget:
+    """`edit` with a Browse… button beside it that fills it with a folder the user picks
+    (starting from the folder it names); the row is what a form shows."""
+    browse = QPushButton("Browse…")
+
+    def choose_folder() -> None:
+        folder = QFileDialog.getExistingDirectory(edit, title, edit.text().strip())
+        if folder:
+            edit.setText(folder)
+
+    browse.clicked.connect(choose_folder)
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(edit, 1)
+    layout.addWidget(browse)
+    return row

@@ -1,4 +1,4 @@
-"""The three settings tabs, KoboldCpp's layout: Quick Launch, Network, Context.
+"""The settings tabs, KoboldCpp's layout: Quick Launch, Network, Context, Admin.
 
 Each tab moves data both ways through two explicit methods: `load(settings)` fills the
 widgets, `read()` returns the values as settings keys. Tabs never save or validate on their
@@ -16,7 +16,7 @@ from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.model_info import describe_model
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.fields import ERROR_STYLE, SettingsForm, line_edit, spin_box
+from app.tabs.fields import ERROR_STYLE, SettingsForm, folder_picker, line_edit, spin_box
 from app.tabs.gpu_fields import GpuFields
 from server.config import HearthSettings
 from server.gpu_backends import gpu_backends as find_gpu_backends
@@ -24,6 +24,32 @@ from server.model_file import bundled_model_file
 
 INFO_STYLE = "color: #5f6368;"  # a grey note, not an error
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."
+MODEL_DIR_TOOLTIP = (
+    "Every GGUF in this folder (subfolders too) is listed by /v1/models, /api/tags and "
+    "/api/admin/list_options, and a request's model field switches to it; requests naming "
+    "no model get the GGUF Text Model above. Empty: serve that one model only."
+)
+MAX_LOADED_TOOLTIP = (
+    "Models of the folder kept loaded at once, each in its own memory; loading one more "
+    "unloads the least recently used. Needs a model folder."
+)
+DEFAULT_MODEL_TOOLTIP = (
+    "The model (its name as /v1/models lists it) that serves requests naming a model the "
+    "folder does not have. Empty: those requests get 'model not found'. Needs a model folder."
+)
+ADMIN_TOOLTIP = (
+    "KoboldCpp's admin mode: clients may switch the model with /api/admin/reload_config, "
+    "choosing among what /api/admin/list_options lists. Hearth switches in place, without "
+    "restarting the server."
+)
+ADMIN_DIR_TOOLTIP = (
+    "Folder of the .kcpps files and GGUF models /api/admin/list_options offers to switch to "
+    "(a .kcpps file switches to its model). Empty: the Model Folder of the Quick Launch tab."
+)
+ADMIN_PASSWORD_TOOLTIP = (
+    "Required as 'Authorization: Bearer …' (or x-api-key) on the admin API. Empty: the "
+    "admin API asks for no key, so anyone who can reach the port may switch the model."
+)
 
 
 class QuickLaunchTab(SettingsForm):
@@ -59,6 +85,21 @@ class QuickLaunchTab(SettingsForm):
         self.model_info = QLabel()
         self.model_info.setWordWrap(True)
         self._layout.addRow("", self.model_info)
+        self.model_dir = line_edit("none: serve the model above only")
+        self.model_dir.setToolTip(MODEL_DIR_TOOLTIP)
+        self.add_row(
+            "modeldir",
+            "Model Folder:",
+            folder_picker(self.model_dir, "Choose a folder of GGUF models"),
+            MODEL_DIR_TOOLTIP,
+        )
+        self.max_loaded = spin_box("maxloadedmodels")
+        self.add_row("maxloadedmodels", "Max Loaded Models:", self.max_loaded, MAX_LOADED_TOOLTIP)
+        self.default_model = line_edit("none: unknown names are not found")
+        self.add_row("defaultmodel", "Default Model:", self.default_model, DEFAULT_MODEL_TOOLTIP)
+        # Both mean something only with a folder; their values are kept (and saved) either way.
+        self.model_dir.textChanged.connect(self._model_dir_changed)
+        self._model_dir_changed()
         self.context_size = spin_box("contextsize", step=256)
         self.add_row("contextsize", "Context Size:", self.context_size, CONTEXT_TOOLTIP)
         self.threads = spin_box("threads", special="Auto")
@@ -104,6 +145,11 @@ class QuickLaunchTab(SettingsForm):
             self.model_path.setText(path)
             self._model_changed()
 
+    def _model_dir_changed(self) -> None:
+        has_folder = bool(self.model_dir.text().strip())
+        self.max_loaded.setEnabled(has_folder)
+        self.default_model.setEnabled(has_folder)
+
     def _model_changed(self) -> None:
         """The model's facts and the memory estimates follow the model and the context."""
         text = self.model_path.text().strip()
@@ -125,6 +171,9 @@ class QuickLaunchTab(SettingsForm):
 
     def load(self, settings: HearthSettings) -> None:
         self.model_path.setText(settings.model_param or "")
+        self.model_dir.setText(settings.modeldir or "")
+        self.max_loaded.setValue(settings.maxloadedmodels)
+        self.default_model.setText(settings.defaultmodel or "")
         self.context_size.setValue(settings.contextsize)
         self.threads.setValue(settings.threads if settings.threads > 0 else -1)
         # On a CPU-only build the fields show "None" but the loaded values are saved back as
@@ -137,6 +186,9 @@ class QuickLaunchTab(SettingsForm):
     def read(self) -> dict[str, Any]:
         return {
             "model_param": self.model_path.text().strip() or None,
+            "modeldir": self.model_dir.text().strip() or None,
+            "maxloadedmodels": self.max_loaded.value(),
+            "defaultmodel": self.default_model.text().strip() or None,
             "contextsize": self.context_size.value(),
             "threads": self.threads.value(),
             **self.gpu.read(),
@@ -257,4 +309,39 @@ class ContextTab(SettingsForm):
             "nofastforward": not self.fast_forward.isChecked(),
             "noshift": not self.context_shift.isChecked(),
             "jinja_tools": self.jinja_tools.isChecked(),
+        }
+
+
+class AdminTab(SettingsForm):
+    """KoboldCpp's Admin tab: model switching over the admin API."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.admin = self.add_check("admin", "Enable Model Switching", ADMIN_TOOLTIP)
+        self.admin_dir = line_edit("same as the model folder")
+        self.admin_dir.setToolTip(ADMIN_DIR_TOOLTIP)
+        self.admin_dir_picker = folder_picker(self.admin_dir, "Choose the admin folder")
+        self.add_row("admindir", "Admin Folder:", self.admin_dir_picker, ADMIN_DIR_TOOLTIP)
+        self.admin_password = line_edit("none: no key asked", password=True)
+        self.add_row(
+            "adminpassword", "Admin Password:", self.admin_password, ADMIN_PASSWORD_TOOLTIP
+        )
+        # The folder and password matter only in admin mode; their values are kept either way.
+        self.admin.toggled.connect(self._admin_toggled)
+        self._admin_toggled(self.admin.isChecked())
+
+    def _admin_toggled(self, enabled: bool) -> None:
+        self.admin_dir_picker.setEnabled(enabled)  # the field and its Browse… button
+        self.admin_password.setEnabled(enabled)
+
+    def load(self, settings: HearthSettings) -> None:
+        self.admin.setChecked(settings.admin)
+        self.admin_dir.setText(settings.admindir or "")
+        self.admin_password.setText(settings.adminpassword or "")
+
+    def read(self) -> dict[str, Any]:
+        return {
+            "admin": self.admin.isChecked(),
+            "admindir": self.admin_dir.text().strip() or None,
+            "adminpassword": self.admin_password.text() or None,
         }

@@ -54,7 +54,11 @@ def has_valid_key(request: Request) -> bool:
     Accepted: `Authorization: Bearer PW` (KoboldCpp, OpenAI, Ollama clients) and Anthropic's
     `x-api-key: PW`, which KoboldCpp ignores so Anthropic SDKs cannot authenticate there.
     """
-    password: str | None = request.app.state.settings.password
+    return carries_key(request, request.app.state.settings.password)
+
+
+def carries_key(request: Request, password: str | None) -> bool:
+    """True when `password` is None, or the request carries it (Bearer or x-api-key)."""
     if not password:
         return True
     expected = password.encode()

@@ -76,7 +76,7 @@ def dialect_for_path(path: str) -> Dialect:
         return Dialect.ANTHROPIC
     if path.startswith("/v1/"):
         return Dialect.OPENAI
-    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/")):
+    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
         return Dialect.OLLAMA
     return Dialect.KOBOLD
 

@@ -42,7 +42,7 @@ from server.config import HearthSettings
 from server.core.job import Job
 from server.core.scheduler import QueueFullError, Scheduler
 from server.core.tool_stream import ChatStreamEvent
-from server.core.types import GenerationRequest
+from server.core.types import FinishReason, GenerationRequest
 from server.streaming import (
     ClientDisconnectedError,
     ndjson_response,
@@ -135,6 +135,9 @@ class Generation:
     plan: ChatPlan
     wire: WireFormat[Any]
     stream: bool
+    # A request that only loads or unloads its model (plan.generation.model_only): the whole
+    # answer, given "load" or "unload" (Ollama's empty prompt).
+    model_only_answer: Callable[[str], Mapping[str, object]] | None = None
 
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -154,9 +157,14 @@ def generation_route(
         ) -> Response:
             body = await parse_json_body(request, body_model, dialect)
             choice: ModelChoice | None = request.app.state.model_choice
-            if choice is not None:  # --modeldir: the model the body names
-                model = await choice.info_for(getattr(body, "model", None), dialect)
+            if choice is not None:  # the model the body names, else the one loaded now
+                loaded = scheduler.snapshot().model
+                model = await choice.info_for(getattr(body, "model", None), dialect, loaded)
             generation = planner(body, Served(request, settings, model))
+            if generation.model_only_answer is not None:
+                return await load_or_unload(
+                    scheduler, model, generation, generation.model_only_answer
+                )
             return await serve(
                 request,
                 scheduler,
@@ -201,6 +209,22 @@ async def serve(
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(wire.whole(answer))
+
+
+async def load_or_unload(
+    scheduler: Scheduler,
+    model: ModelInfo,
+    generation: Generation,
+    answer: Callable[[str], Mapping[str, object]],
+) -> Response:
+    """Queue a model-only request (in arrival order, like any other) and answer once done."""
+    wanted = dataclasses.replace(generation.plan.generation, model=model.name, model_only=True)
+    dialect = generation.wire.dialect
+    job = submit(scheduler, model, wanted, dialect)
+    _text, outcome = await scheduler.collect(job)
+    if outcome.finish_reason is not FinishReason.STOP:
+        raise APIError(500, outcome.error or "the model was not loaded", dialect=dialect)
+    return JSONResponse(answer("unload" if wanted.keep_alive == 0 else "load"))
 
 
 def submit(

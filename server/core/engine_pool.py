@@ -1,9 +1,12 @@
-"""EnginePool: several models behind one engine, switched between jobs (issue 12, in progress).
+"""EnginePool: the models behind the scheduler, loaded, switched and unloaded between jobs.
 
-The scheduler's worker thread is the only caller of `use(name)` and of the generation methods,
-so a model is loaded, used and closed on one thread. Up to `max_loaded` engines stay loaded,
-least recently used evicted first. A model that fails to load fails only the job that asked
-for it: the models loaded before stay (with one slot, the evicted one is loaded again).
+The scheduler's worker thread is the only caller of `use`, `unload` and the generation
+methods, so a model is loaded, used and closed on one thread. Up to `max_loaded` engines stay
+loaded, least recently used evicted first. A model that fails to load fails only the job that
+asked for it: the models loaded before stay (with one slot, the evicted one is loaded again).
+A pool may hold no model at all (Ollama's keep_alive 0, KoboldCpp's unload_model): the next
+job that names none loads the last one used. Other threads may read `loading`,
+`current_name` and `loaded_names` (plain attribute reads) for /api/extra/perf.
 
 The API side must not reach into the pool's engines (they may be closed between two calls):
 requests are planned with each model's vocabulary (server/core/llama/model.Vocabulary).
@@ -12,7 +15,9 @@ requests are planned with each model's vocabulary (server/core/llama/model.Vocab
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,25 +46,38 @@ class EnginePool:
         self._loader = loader
         self._max_loaded = max(1, max_loaded)
         self._loaded: OrderedDict[str, Engine] = OrderedDict([(first_name, first)])
+        # The model serving now; after an unload, the one a job naming no model loads again.
         self._current_name = first_name
         self._slots = first.parallel_slots if isinstance(first, BatchEngine) else 1
+        self._expires_at: dict[str, float] = {}  # keep_alive deadlines (time.monotonic)
+        self.loading: str | None = None  # the model being loaded now, for perf
 
     @property
     def current(self) -> Engine:
         return self._loaded[self._current_name]
 
     @property
-    def current_name(self) -> str:
-        return self._current_name
+    def current_name(self) -> str | None:
+        """The model serving now, or None when none is loaded."""
+        name = self._current_name
+        return name if name in self._loaded else None
 
     @property
     def loaded_names(self) -> list[str]:
         return list(self._loaded)
 
+    @property
+    def names(self) -> list[str]:
+        return list(self._paths)
+
+    def add(self, name: str, path: Path) -> None:
+        """A model that joined the catalog while serving (a finished /api/pull)."""
+        self._paths[name] = path
+
     def use(self, name: str | None) -> None:
-        """Make `name` the current model, loading it (and evicting) when needed. None: keep."""
-        if name is None or name == self._current_name:
-            return
+        """Make `name` the current model, loading it (and evicting) when needed. None: the
+        current model (loaded again if it was unloaded)."""
+        name = name or self._current_name
         if name in self._loaded:
             self._loaded.move_to_end(name)
             self._current_name = name
@@ -71,15 +89,68 @@ class EnginePool:
         while len(self._loaded) >= self._max_loaded:
             old_name, old = self._loaded.popitem(last=False)
             evicted.append((old_name, old.model_path))
-            logger.info("Unloading %s", old_name)
-            old.close()
+            self._close(old_name, old)
+        self.loading = name
         try:
             engine = self._loader(path)
         except EngineError:
             self._reload(evicted)
             raise
+        finally:
+            self.loading = None
         self._loaded[name] = engine
         self._current_name = name
+
+    def needs_load(self, name: str | None) -> bool:
+        return (name or self._current_name) not in self._loaded
+
+    def unload(self, name: str | None = None) -> list[str]:
+        """Close `name` (None: every loaded model); the names closed."""
+        names = [n for n in self._loaded if name is None or n == name]
+        for closing in names:
+            self._close(closing, self._loaded.pop(closing))
+        return names
+
+    def _close(self, name: str, engine: Engine) -> None:
+        logger.info("Unloading %s", name)
+        self._expires_at.pop(name, None)
+        engine.close()
+
+    # -- keep_alive (Ollama): how long a model stays loaded after a job ------------------------
+
+    def keep_alive(self, name: str, seconds: float) -> None:
+        """After a job on `name` that asked for it: unload once idle for `seconds` (negative:
+        never; 0: as soon as no waiting job needs it)."""
+        if not seconds >= 0 or math.isinf(seconds):  # negative, NaN or infinite: never
+            self._expires_at.pop(name, None)
+        else:
+            self._expires_at[name] = time.monotonic() + seconds
+
+    def unloads_in(self, name: str) -> float:
+        """Seconds until `name` is unloaded by its keep_alive (inf: not planned)."""
+        deadline = self._expires_at.get(name)
+        return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def next_expiry(self) -> float:
+        """Seconds until the next keep_alive deadline (inf: none)."""
+        if not self._expires_at:
+            return math.inf
+        return max(0.0, min(self._expires_at.values()) - time.monotonic())
+
+    def unload_expired(self, still_needed: set[str | None]) -> list[str]:
+        """Close the models whose keep_alive ran out, except those a waiting job needs."""
+        now = time.monotonic()
+        expired = [
+            name
+            for name, deadline in self._expires_at.items()
+            if deadline <= now and name not in still_needed
+        ]
+        closed: list[str] = []
+        for name in expired:
+            self._expires_at.pop(name, None)
+            if name in self._loaded:
+                closed += self.unload(name)
+        return closed
 
     def _reload(self, evicted: list[tuple[str, Path | None]]) -> None:
         """After a failed load: bring back what was unloaded for it."""
@@ -93,7 +164,7 @@ class EnginePool:
 
     @property
     def model_name(self) -> str:
-        return self._current_name
+        return self._current_name  # when unloaded: the model a job naming none loads again
 
     @property
     def context_size(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import threading
 import time
@@ -46,6 +47,7 @@ from server.core.types import (
 logger = logging.getLogger(__name__)
 
 _REMEMBERED_GENKEYS = 256  # finished jobs kept for late /check polls
+_LONGEST_WAIT_SECONDS = 3600.0
 SHUTDOWN_MESSAGE = "Hearth is shutting down; the request was not finished."
 
 
@@ -89,6 +91,10 @@ class QueueSnapshot:
     waiting: int
     running: int
     perf: PerfCounters
+    model: str | None = None  # the model serving now (None: none loaded)
+    loaded_models: tuple[str, ...] = ()
+    loading_model: str | None = None  # being loaded now; its requests wait meanwhile
+    unloads_in: tuple[float, ...] = ()  # per loaded model: seconds to its unload (inf: never)
 
 
 FinishedCallback = Callable[[Job], None]
@@ -289,9 +295,21 @@ class Scheduler:
             # A job the worker has not picked up yet counts as running if a slot is free for
             # it, as in `submit`.
             running = min(self._in_flight(), self._slots)
+            waiting = self._in_flight() - running
+        engine = self._engine
+        if isinstance(engine, EnginePool):
+            loaded = tuple(engine.loaded_names)
             return QueueSnapshot(
-                waiting=self._in_flight() - running, running=running, perf=self._perf
+                waiting,
+                running,
+                self._perf,
+                engine.current_name,
+                loaded,
+                engine.loading,
+                tuple(engine.unloads_in(name) for name in loaded),
             )
+        name = engine.model_name
+        return QueueSnapshot(waiting, running, self._perf, name, (name,), None, (math.inf,))
 
     def _in_flight(self) -> int:
         return len(self._waiting) + len(self._running)
@@ -301,35 +319,82 @@ class Scheduler:
     def _work(self) -> None:
         while True:
             with self._lock:
-                while not self._waiting and not self._stopping:
-                    self._lock.wait()
+                while not self._waiting and not self._stopping and self._wait_for_work():
+                    pass
                 if self._stopping:
                     return
-                job = self._waiting.popleft()
-                job.state = JobState.RUNNING
-                self._running.append(job)
+                needed = self._models_waiting()
+                job = self._waiting.popleft() if self._waiting else None
+                if job is not None:
+                    job.state = JobState.RUNNING
+                    self._running.append(job)
+            self._unload_expired(needed)
+            if job is None:
+                continue
             failure = self._use_model(job)
+            if failure is None and job.request.model_only:
+                failure = GenerationOutcome(FinishReason.STOP)
             self._finish(job, failure if failure is not None else self._run(job))
+
+    # -- models (with an EnginePool): switching, keep_alive, unloading --------------------------
+
+    def _wait_for_work(self) -> bool:
+        """Wait (lock held) until notified or a keep_alive deadline passes; False when one
+        has passed, so the worker goes and unloads."""
+        expiry = self._engine.next_expiry() if isinstance(self._engine, EnginePool) else math.inf
+        if expiry <= 0:
+            return False
+        # Capped: a keep_alive of years would overflow the lock's timeout (it wakes, waits on).
+        self._lock.wait(None if math.isinf(expiry) else min(expiry, _LONGEST_WAIT_SECONDS))
+        return True
+
+    def _models_waiting(self) -> set[str | None]:
+        """The models the waiting jobs will run on (lock held)."""
+        pool = self._engine
+        current = pool.model_name if isinstance(pool, EnginePool) else None
+        return {job.request.model or current for job in self._waiting}
+
+    def _unload_expired(self, needed: set[str | None]) -> None:
+        if isinstance(self._engine, EnginePool):
+            self._engine.unload_expired(needed)
 
     def _needs_switch(self, job: Job) -> bool:
         pool = self._engine
+        if not isinstance(pool, EnginePool):
+            return False
+        wanted = job.request.model
         return (
-            isinstance(pool, EnginePool)
-            and job.request.model is not None
-            and job.request.model != pool.current_name
+            job.request.model_only
+            or pool.needs_load(wanted)
+            or (wanted is not None and wanted != pool.current_name)
         )
 
     def _use_model(self, job: Job) -> GenerationOutcome | None:
         """Load the job's model if another is current (worker thread, outside the lock); the
-        job's failure outcome when that fails (the models loaded before keep serving)."""
-        if not isinstance(self._engine, EnginePool):
+        job's failure outcome when that fails (the models loaded before keep serving). A
+        model-only job with keep_alive 0 unloads instead."""
+        pool = self._engine
+        if not isinstance(pool, EnginePool):
             return None
+        request = job.request
+        if request.model_only and request.keep_alive == 0:
+            pool.unload(request.model)
+            return GenerationOutcome(FinishReason.STOP)
         try:
-            self._engine.use(job.request.model)
+            pool.use(request.model)
         except EngineError as exc:
-            logger.error("[%s] %s", job.request.request_id, exc)
+            logger.error("[%s] %s", request.request_id, exc)
             return GenerationOutcome(FinishReason.ERROR, error=str(exc))
         return None
+
+    def _keep_alive_after(self, job: Job) -> None:
+        """Start the job's model's keep_alive clock once the job is over (worker thread)."""
+        pool, request = self._engine, job.request
+        if not isinstance(pool, EnginePool) or (request.model_only and request.keep_alive == 0):
+            return
+        name = request.model or pool.model_name
+        if name in pool.loaded_names:
+            pool.keep_alive(name, -1 if request.keep_alive is None else request.keep_alive)
 
     def _work_batched(self) -> None:
         """Continuous batching: admit into free slots, step the engine, deliver, repeat."""
@@ -341,10 +406,19 @@ class Scheduler:
             alone: Job | None = None
             switching: Job | None = None
             with self._lock:
-                while not self._waiting and not handles and not self._stopping:
-                    self._lock.wait()
+                while (
+                    not self._waiting
+                    and not handles
+                    and not self._stopping
+                    and self._wait_for_work()
+                ):
+                    pass
                 if self._stopping:
                     return
+                needed = self._models_waiting()
+            if not handles:  # nothing runs: a model whose keep_alive ran out may go
+                self._unload_expired(needed)
+            with self._lock:
                 while self._waiting and len(handles) + len(admitted) < self._slots:
                     job = self._waiting[0]
                     if self._needs_switch(job):
@@ -366,6 +440,8 @@ class Scheduler:
                     admitted.append(job)
             if switching is not None:
                 failure = self._use_model(switching)
+                if failure is None and switching.request.model_only:
+                    failure = GenerationOutcome(FinishReason.STOP)
                 if failure is not None:
                     self._finish(switching, failure)
                     continue
@@ -407,6 +483,7 @@ class Scheduler:
                     job.deliver(event)
 
     def _finish(self, job: Job, outcome: GenerationOutcome) -> None:
+        self._keep_alive_after(job)
         outcome = _as_shutdown(job, outcome)
         with self._lock:
             self._running.remove(job)
@@ -439,7 +516,9 @@ class Scheduler:
         job.state = JobState.DONE
         job.outcome = outcome
         ran = outcome.prompt_tokens > 0 or outcome.completion_tokens > 0
-        if ran or outcome.finish_reason is not FinishReason.CANCELLED:
+        if job.request.model_only:
+            pass  # a model load or unload: not a generation for perf
+        elif ran or outcome.finish_reason is not FinishReason.CANCELLED:
             self._perf.last_outcome = outcome
             self._perf.total_gens += 1
             self._last_finished = job

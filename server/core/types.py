@@ -59,8 +59,14 @@ class GenerationRequest:
     # With a schema: first ask the model this yes/no prompt; "no" means reply freely instead.
     # (KoboldCpp's pre-poll for tool_choice "auto".)
     schema_decision_prompt: str | None = None
-    # The catalog name of the model to run on (None: whichever is loaded). Issue 12, in progress.
+    # The catalog name of the model to run on (None: whichever is loaded, or was last).
     model: str | None = None
+    # Ollama's keep_alive: seconds the model stays loaded once idle after this request
+    # (0: unload at once, negative: never; None: the server's default, stay loaded).
+    keep_alive: float | None = None
+    # Load `model` and generate nothing (Ollama's empty prompt, KoboldCpp's admin reload);
+    # with keep_alive 0 it unloads instead (`model` None: every loaded model).
+    model_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

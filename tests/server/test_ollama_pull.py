@@ -119,3 +119,25 @@ def test_delete_removes_a_pulled_model(server: RunningServer, cache: Path) -> No
     with pytest.raises(ollama.ResponseError) as raised:
         client.delete(NAME)
     assert raised.value.status_code == 404 and raised.value.error == f"model '{NAME}' not found"
+
+
+def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
+    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+) -> None:
+    models, cache = tmp_path / "models", tmp_path / "cache"
+    models.mkdir()
+    switching = start_hearth(
+        ["--modeldir", str(models), "--contextsize", "1024"],
+        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(cache)},
+    )
+    client = ollama.Client(host=switching.base_url)
+    assert NAME not in [tag.model for tag in client.list().models]
+    assert client.pull(NAME).status == "success"
+    assert NAME in [tag.model for tag in client.list().models]
+    reply = client.chat(
+        model=NAME, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 3}
+    )
+    assert reply.model == NAME
+    switching.wait_for_output(f"Loaded {MODEL_FILE}")
+    assert client.delete(NAME).status == "success"
+    assert NAME not in [tag.model for tag in client.list().models]

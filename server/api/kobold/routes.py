@@ -22,6 +22,7 @@ from server.api.deps import (
 )
 from server.api.errors import APIError, Dialect, parse_json_body
 from server.api.kobold import adapter, formatter
+from server.api.kobold.admin import admin_level
 from server.api.kobold.schemas import (
     KoboldAbortResponse,
     KoboldBool,
@@ -127,6 +128,9 @@ async def perf(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoD
         "queue": snapshot.waiting,
         "running": snapshot.running,  # Hearth: requests generating now (batched ones too)
         "placement": model.placement.describe(),  # Hearth: where the model runs
+        "model": snapshot.model,
+        "loaded_models": list(snapshot.loaded_models),
+        "loading_model": snapshot.loading_model,
         "idle": 0 if snapshot.running else 1,
         "hordeexitcounter": -1,
         "uptime": round(now - snapshot.perf.started_at, 3),
@@ -144,11 +148,12 @@ def _speed(tokens: int, seconds: float) -> float:
 
 
 @router.get("/api/v1/model")
-async def model_name(request: Request, model: ModelInfoDep) -> KoboldResultText:
+async def model_name(request: Request, scheduler: SchedulerDep) -> KoboldResultText:
     # Clients such as SillyTavern recognise KoboldCpp by this "koboldcpp/" prefix.
     if not has_valid_key(request):
         return {"result": "koboldcpp/protected-model"}
-    return {"result": f"koboldcpp/{model.name}"}
+    # The model serving now; KoboldCpp's word for none loaded (after unload_model).
+    return {"result": f"koboldcpp/{scheduler.snapshot().model or 'inactive'}"}
 
 
 @router.get("/api/v1/info/version")
@@ -175,7 +180,7 @@ async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVer
         "embeddings": False,
         "music": False,
         "savedata": False,
-        "admin": 0,
+        "admin": admin_level(settings),
         "router": False,
         "guidance": False,
         # Hearth renders chats with the model's own template whenever it has one (--jinja is

@@ -24,6 +24,8 @@ class KoboldGenerateRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
+    # Not KoboldCpp's: with several models, the one to run on (none: the one loaded now).
+    model: str | None = None
     prompt: str = ""
     memory: str = ""
     max_context_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
@@ -163,6 +165,9 @@ class KoboldPerf(TypedDict):
     queue: int
     running: int
     placement: str  # Hearth: "Vulkan: every layer on Vulkan0 (…) (auto: …)", "CPU (--usecpu)"
+    model: str | None  # Hearth: the model serving now (None: none loaded)
+    loaded_models: list[str]  # Hearth
+    loading_model: str | None  # Hearth: being loaded now; requests for it wait in `queue`
     idle: int
     hordeexitcounter: int
     uptime: float
@@ -197,3 +202,11 @@ class KoboldVersion(TypedDict):
     backend: str  # Hearth's: where the model runs ("CPU", "Vulkan", "CUDA")
     device: str  # Hearth's: the devices holding layers ("Vulkan0 (llvmpipe …)") or "CPU"
     gpu_layers: int  # Hearth's: offloaded layers (llama.cpp's count; 0 on the CPU)
+
+
+class KoboldReloadRequest(BaseModel):
+    """POST /api/admin/reload_config: an entry of /api/admin/list_options."""
+
+    model_config = ConfigDict(extra="allow")
+
+    filename: str = Field(min_length=1)

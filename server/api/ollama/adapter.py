@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from server.api.common import ChatOptions, ChatPlan, plan_chat
+from server.api.common import ChatOptions, ChatPlan, new_id, plan_chat, text_plan
 from server.api.errors import Dialect
 from server.api.function_tools import function_tools
 from server.api.ollama.schemas import (
@@ -16,6 +16,20 @@ from server.api.ollama.schemas import (
 )
 from server.api.sampling import sampling_from
 from server.core.chat import ChatMessage, ToolCall
+from server.core.types import GenerationRequest
+
+
+def keeping_alive(plan: ChatPlan, body: OllamaGenerateRequest | OllamaChatRequest) -> ChatPlan:
+    """The plan with the request's keep_alive (how long its model stays loaded after it)."""
+    return replace(plan, generation=replace(plan.generation, keep_alive=body.keep_alive))
+
+
+def load_plan(body: OllamaGenerateRequest | OllamaChatRequest, id_prefix: str) -> ChatPlan:
+    """A request with nothing to generate: load the model, or unload it with keep_alive 0."""
+    request = GenerationRequest(
+        request_id=new_id(id_prefix), prompt="", max_tokens=1, keep_alive=body.keep_alive
+    )
+    return text_plan(replace(request, model_only=True))
 
 
 def _max_tokens(options: OllamaOptions, default: int) -> int:

@@ -77,6 +77,13 @@ class _OllamaLines(NDJSONFormat[OllamaLine]):
     def keepalive(self) -> list[OllamaLine]:
         return [self._chunk("")]
 
+    def loaded(self, reason: str) -> OllamaChunk:
+        """The answer to a request that only loaded ("load") or unloaded ("unload") its model."""
+        chunk = self._chunk("")
+        chunk["done"] = True
+        chunk["done_reason"] = reason
+        return chunk
+
     def event(self, item: ChatStreamEvent) -> list[OllamaLine]:
         if isinstance(item, TextDelta):
             return [self._chunk(item.text)]
@@ -134,9 +141,10 @@ def details(summary: GGUFSummary | None) -> ModelDetails:
 
 def model_entry(name: str, context_size: int, file: tuple[GGUFSummary, str] | None) -> ModelEntry:
     summary, digest = file or (None, "")
+    tagged = name if ":" in name else f"{name}:latest"  # hf.co/owner/repo:QUANT has its tag
     return {
-        "name": f"{name}:latest",
-        "model": f"{name}:latest",
+        "name": tagged,
+        "model": tagged,
         "modified_at": rfc3339(summary.modified_at) if summary else None,
         "size": summary.file_size if summary else 0,
         "digest": digest,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from server.api.ollama.schemas import PullProgress
 from server.model_fetch import DownloadCancelled, pull_hub_model
@@ -38,8 +39,11 @@ def pullable(name: str) -> bool:
     return name.lower().startswith(HUB_PREFIXES)
 
 
-async def pull_progress(name: str, locks: PullLocks) -> AsyncIterator[PullProgress | str]:
-    """The pull's progress lines; a failure ends the stream with its message (a `str`)."""
+async def pull_progress(
+    name: str, locks: PullLocks, pulled: Callable[[str, Path], object]
+) -> AsyncIterator[PullProgress | str]:
+    """The pull's progress lines; a failure ends the stream with its message (a `str`).
+    `pulled(model name, file)` runs on the event loop before the "success" line."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[PullProgress | str | None] = asyncio.Queue()
     stop = threading.Event()
@@ -75,7 +79,8 @@ async def pull_progress(name: str, locks: PullLocks) -> AsyncIterator[PullProgre
         try:
             with locks.lock(name):
                 put({"status": "pulling manifest"})
-                pull_hub_model(name, announce, progress, stop.is_set)
+                model = pull_hub_model(name, announce, progress, stop.is_set)
+            loop.call_soon_threadsafe(pulled, *model)
             put({"status": "verifying sha256 digest"})
             put({"status": "writing manifest"})
             put({"status": "success"})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,8 +15,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
-from server.api.deps import ModelInfoDep, key_required
+from server.api.deps import ModelInfoDep, SchedulerDep, key_required
 from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body
+from server.api.model_choice import ModelChoice
 from server.api.model_files import listed_models, read_model_file
 from server.api.ollama import adapter, formatter
 from server.api.ollama.pull import pull_progress, pullable
@@ -47,8 +49,8 @@ OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display 
 # Ollama turns a negative keep_alive ("never unload") into Go's longest duration,
 # math.MaxInt64 nanoseconds (api.Duration.UnmarshalJSON), and /api/ps reports
 # expires_at = now + that duration (server/sched.go, PsHandler): about 292 years ahead, which
-# `ollama ps` shows as "Forever". Hearth keeps its one model loaded until it stops, which is
-# exactly that case, so it sends the same instead of an invented date.
+# `ollama ps` shows as "Forever". Hearth keeps a model loaded until another replaces it unless
+# a request's keep_alive says otherwise, so that is what it sends for "no deadline".
 NEVER_UNLOADS = timedelta(microseconds=(2**63 - 1) // 1000)
 # What this server can do with any model: generate and chat, and tool calls (grammar-bound,
 # or the model's own format with --jinjatools). No embeddings, images, insert or thinking.
@@ -58,14 +60,20 @@ logger = logging.getLogger(__name__)
 
 @generation_route(router, "/api/generate", OllamaGenerateRequest, GenerateChunk, OLLAMA)
 def generate(body: OllamaGenerateRequest, served: Served) -> Generation:
+    wire = formatter.GenerateWire(body.model)
+    if not body.prompt:  # Ollama's way to load (or, with keep_alive 0, unload) a model
+        return Generation(adapter.load_plan(body, "gen-"), wire, False, wire.loaded)
     plan = adapter.generate_plan(body, served.chat_options("gen-"))
-    return Generation(plan, formatter.GenerateWire(body.model), body.stream)
+    return Generation(adapter.keeping_alive(plan, body), wire, body.stream)
 
 
 @generation_route(router, "/api/chat", OllamaChatRequest, ChatChunk, OLLAMA)
 def chat(body: OllamaChatRequest, served: Served) -> Generation:
+    wire = formatter.ChatWire(body.model)
+    if not body.messages:
+        return Generation(adapter.load_plan(body, "chat-"), wire, False, wire.loaded)
     plan = adapter.chat_plan(body, served.chat_options("chat-"))
-    return Generation(plan, formatter.ChatWire(body.model), body.stream)
+    return Generation(adapter.keeping_alive(plan, body), wire, body.stream)
 
 
 @router.get("/api/tags")
@@ -79,13 +87,20 @@ async def tags(request: Request, model: ModelInfoDep) -> ModelTags:
 
 
 @router.get("/api/ps")
-async def running_models(model: ModelInfoDep) -> RunningModels:
-    file = await read_model_file(model.path, with_digest=True)
-    entry = formatter.model_entry(model.name, model.context_size, file)
-    expires_at = rfc3339(datetime.now(UTC) + NEVER_UNLOADS)
-    # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
-    running: RunningModel = {**entry, "expires_at": expires_at, "size_vram": 0}
-    return {"models": [running]}
+async def running_models(
+    request: Request, scheduler: SchedulerDep, model: ModelInfoDep
+) -> RunningModels:
+    """The loaded models, each with when its keep_alive unloads it."""
+    snapshot = scheduler.snapshot()
+    paths = dict(listed_models(request, model))
+    running: list[RunningModel] = []
+    for name, unloads_in in zip(snapshot.loaded_models, snapshot.unloads_in, strict=False):
+        file = await read_model_file(paths.get(name), with_digest=True)
+        entry = formatter.model_entry(name, model.context_size, file)
+        stays = NEVER_UNLOADS if math.isinf(unloads_in) else timedelta(seconds=unloads_in)
+        # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
+        running.append({**entry, "expires_at": rfc3339(datetime.now(UTC) + stays), "size_vram": 0})
+    return {"models": running}
 
 
 @router.post("/api/show", openapi_extra=json_body(OllamaShowRequest, required=False))
@@ -116,7 +131,9 @@ async def pull(request: Request) -> Response:
             f"{name}: Hearth pulls models from Hugging Face only: hf.co/owner/repo[:QUANT]",
             dialect=OLLAMA,
         )
-    lines = pull_progress(name, request.app.state.pull_locks)
+    choice: ModelChoice | None = request.app.state.model_choice
+    pulled = choice.add if choice is not None else lambda _name, _path: None
+    lines = pull_progress(name, request.app.state.pull_locks, pulled)
     if body.stream:
 
         async def ndjson() -> AsyncIterator[str]:
@@ -148,6 +165,9 @@ async def delete(request: Request, model: ModelInfoDep) -> Response:
             raise APIError(400, str(exc), dialect=OLLAMA) from None
     if not removed:
         raise APIError(404, f"model '{name}' not found", ErrorKind.NOT_FOUND, OLLAMA)
+    choice: ModelChoice | None = request.app.state.model_choice
+    if choice is not None:
+        choice.forget(removed[0])
     return Response(status_code=200)
 
 

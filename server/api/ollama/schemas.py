@@ -1,14 +1,15 @@
 """Ollama wire shapes — https://github.com/ollama/ollama/blob/main/docs/api.md.
 
-Ollama streams unless `"stream": false`. Unknown fields (keep_alive, think, images, …) are
-ignored.
+Ollama streams unless `"stream": false`. Unknown fields (think, images, …) are ignored.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
 from server.api.function_tools import FunctionDefinition
@@ -54,8 +55,63 @@ class OllamaTool(OllamaBase):
     function: FunctionDefinition
 
 
-class OllamaGenerateRequest(OllamaBase):
-    """POST /api/generate."""
+_PLAIN_NUMBER = re.compile(r"[-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?", re.IGNORECASE)
+_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_GO_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def keep_alive_seconds(value: object) -> float | None:
+    """Ollama's keep_alive: a number of seconds, or a Go duration ("5m", "1h30m", "-1", "0").
+    Negative means never unload."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else _bad_keep_alive(value)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _duration_seconds(value.strip())
+    else:
+        return _bad_keep_alive(value)
+    if math.isnan(seconds):
+        return _bad_keep_alive(value)
+    return seconds if math.isfinite(seconds) else -1.0  # "for ever" is never unloading
+
+
+def _duration_seconds(text: str) -> float:
+    if _PLAIN_NUMBER.fullmatch(text):  # "0", "-1", "300": seconds, as Ollama reads them
+        return float(text)
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    parts = _GO_DURATION.findall(body)
+    if not body or "".join(number + unit for number, unit in parts) != body:
+        return _bad_keep_alive(text)
+    return sign * sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _bad_keep_alive(value: object) -> float:
+    raise ValueError(f'time: invalid duration "{value}" (use seconds, or e.g. "5m", "1h", "-1")')
+
+
+class _KeepsAlive(OllamaBase):
+    # Seconds the model stays loaded once idle (0: unload at once, negative: never). Absent:
+    # Hearth keeps the model loaded until another replaces it (Ollama's default is 5 minutes).
+    keep_alive: float | None = None
+
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float | None:
+        return keep_alive_seconds(value)
+
+
+class OllamaGenerateRequest(_KeepsAlive):
+    """POST /api/generate. An empty prompt only loads the model (unloads with keep_alive 0)."""
 
     model: str
     prompt: str = ""
@@ -66,11 +122,11 @@ class OllamaGenerateRequest(OllamaBase):
     options: OllamaOptions = Field(default_factory=OllamaOptions)
 
 
-class OllamaChatRequest(OllamaBase):
-    """POST /api/chat."""
+class OllamaChatRequest(_KeepsAlive):
+    """POST /api/chat. No messages only loads the model (unloads with keep_alive 0)."""
 
     model: str
-    messages: list[OllamaMessage] = Field(min_length=1)
+    messages: list[OllamaMessage] = Field(default_factory=list)
     tools: list[OllamaTool] | None = None
     stream: bool = True
     format: str | dict[str, Any] | None = None

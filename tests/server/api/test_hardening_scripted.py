@@ -124,7 +124,8 @@ def test_body_over_maxrequestsize_is_413_before_it_is_read(serve_engine: Serve) 
     [
         ("/v1/chat/completions", {"messages": [], "max_tokens": 2}),
         ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}),
-        ("/api/chat", {"model": "m", "messages": [], "stream": False}),
+        ("/api/chat", {"model": "m", "messages": USER, "keep_alive": "5 minutes"}),
+        ("/api/generate", {"model": "m", "prompt": "x", "keep_alive": "nan"}),
         ("/api/chat", {"model": "m", "messages": [{"role": "wizard", "content": "x"}]}),
         ("/v1/messages", {"messages": [], "max_tokens": 2}),
         ("/v1/messages", {"messages": [{"role": "wizard", "content": "x"}], "max_tokens": 2}),

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from server.core.engine import Engine, EngineError
@@ -17,11 +20,12 @@ from tests.scripted_engine import ScriptedEngine
 
 class Models:
     """A loader of scripted engines that answer with their model's name; it records loads and
-    closes, and fails for a path named 'broken'."""
+    closes (`closed` is set by each), and fails for a path named 'broken'."""
 
     def __init__(self) -> None:
         self.loads: list[str] = []
         self.open: dict[str, ScriptedEngine] = {}
+        self.closed = threading.Event()
 
     def engine(self, name: str) -> ScriptedEngine:
         engine = ClosingEngine(self, name, pieces=(name.encode(),), end_after=1)
@@ -46,6 +50,7 @@ class ClosingEngine(ScriptedEngine):
 
     def close(self) -> None:
         self._models.open.pop(self._label, None)
+        self._models.closed.set()
 
 
 def request(name: str, model: str | None) -> GenerationRequest:
@@ -104,3 +109,144 @@ def test_a_failed_load_fails_only_its_job_and_the_previous_model_serves() -> Non
     assert answers[0][1] == "broken: llama.cpp could not load this model file"
     assert [text for text, _ in answers[1:]] == ["a", "a"]
     assert pool.current_name == "a" and list(models.open) == ["a"]
+
+
+# -- keep_alive, model-only jobs and the loading state ------------------------------------------
+
+
+class WatchedModels(Models):
+    """Models whose loads of 'slow' wait for a go-ahead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release_slow = threading.Event()
+        self.slow_started = threading.Event()
+
+    def load(self, path: Path) -> Engine:
+        if path.name == "slow":
+            self.slow_started.set()
+            self.release_slow.wait()
+        return super().load(path)
+
+
+def watched_pool(models: WatchedModels) -> EnginePool:
+    paths = {name: Path(name) for name in ("a", "b", "slow")}
+    return EnginePool("a", models.engine("a"), paths, models.load, 1)
+
+
+def asked(rid: str, model: str | None, **fields: object) -> GenerationRequest:
+    return dataclasses.replace(request(rid, model), **fields)  # type: ignore[arg-type]
+
+
+async def finish(scheduler: Scheduler, *requests: GenerationRequest) -> list[str]:
+    jobs = [scheduler.submit(r) for r in requests]
+    return [text for text, _ in await asyncio.gather(*(scheduler.collect(j) for j in jobs))]
+
+
+def with_scheduler(pool: EnginePool, scenario: Callable[[Scheduler], Awaitable[None]]) -> None:
+    """Run `scenario` against a started scheduler over `pool`, then stop it."""
+
+    async def main() -> None:
+        scheduler = Scheduler(pool, multiuser=20)
+        scheduler.start()
+        try:
+            await scenario(scheduler)
+        finally:
+            scheduler.stop()
+
+    asyncio.run(main())
+
+
+def test_keep_alive_zero_unloads_after_the_reply_and_the_next_request_loads_it_again() -> None:
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        assert await finish(scheduler, asked("1", None, keep_alive=0.0)) == ["a"]
+        assert await asyncio.to_thread(models.closed.wait, 30)
+        assert pool.loaded_names == [] and scheduler.snapshot().model is None
+        assert await finish(scheduler, asked("2", None)) == ["a"]  # the last model, again
+        assert models.loads == ["a"] and pool.loaded_names == ["a"]
+
+    with_scheduler(pool, scenario)
+
+
+def test_keep_alive_zero_waits_for_the_queued_requests_of_the_same_model() -> None:
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        texts = await finish(
+            scheduler, asked("1", "a", keep_alive=0.0), asked("2", "a"), asked("3", "a")
+        )
+        assert texts == ["a", "a", "a"]
+
+    with_scheduler(pool, scenario)
+    # the last request asked for nothing: the model stays (the server's default)
+    assert models.loads == [] and pool.loaded_names == ["a"] and not models.closed.is_set()
+
+
+def test_a_positive_keep_alive_unloads_once_idle_for_that_long() -> None:
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        await finish(scheduler, asked("1", "b", keep_alive=0.2))
+        assert pool.loaded_names == ["b"]  # not at once
+        assert await asyncio.to_thread(models.closed.wait, 30)  # "a" was evicted first
+        models.closed.clear()
+        assert await asyncio.to_thread(models.closed.wait, 30)
+        assert pool.loaded_names == []
+
+    with_scheduler(pool, scenario)
+
+
+def test_model_only_jobs_load_and_unload_without_generating() -> None:
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        assert await finish(scheduler, asked("load", "b", model_only=True)) == [""]
+        assert pool.loaded_names == ["b"] and models.loads == ["b"]
+        assert scheduler.snapshot().perf.total_gens == 0  # not a generation
+        unload_all = asked("unload", None, model_only=True, keep_alive=0.0)
+        assert await finish(scheduler, unload_all) == [""]
+        assert pool.loaded_names == [] and models.open == {}
+
+    with_scheduler(pool, scenario)
+
+
+def test_perf_shows_the_model_being_loaded_and_who_waits_for_it() -> None:
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        try:
+            first = scheduler.submit(asked("1", "slow"))
+            second = scheduler.submit(asked("2", "slow"))
+            assert await asyncio.to_thread(models.slow_started.wait, 30)
+            during = scheduler.snapshot()
+            assert during.loading_model == "slow" and during.waiting == 1
+            assert during.model is None and during.loaded_models == ()
+            models.release_slow.set()
+            await asyncio.gather(scheduler.collect(first), scheduler.collect(second))
+            after = scheduler.snapshot()
+            assert after.loading_model is None and after.model == "slow"
+        finally:
+            models.release_slow.set()  # never leave the worker blocked in the load
+
+    with_scheduler(pool, scenario)
+
+
+def test_odd_keep_alive_values_neither_spin_nor_stop_the_worker() -> None:
+    """NaN and infinite mean never; a keep_alive of ages must not overflow the worker's wait."""
+    models = WatchedModels()
+    pool = watched_pool(models)
+
+    async def scenario(scheduler: Scheduler) -> None:
+        for number, keep in enumerate((math.nan, math.inf, 1e300, 10.0**12)):
+            assert await finish(scheduler, asked(str(number), "b", keep_alive=keep)) == ["b"]
+        assert pool.next_expiry() > 3600 and pool.loaded_names == ["b"]
+        assert await finish(scheduler, asked("last", "a")) == ["a"]  # the worker still works
+
+    with_scheduler(pool, scenario)
