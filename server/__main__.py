@@ -159,8 +159,9 @@ def with_models(
     choice = ModelChoice(
         catalog,
         lambda path: ModelCard.load(path, settings.contextsize, slots),
-        settings.contextsize,
+        engine.context_size,  # what llama.cpp made of --contextsize
         on_added=pool.add,
+        on_removed=pool.forget,
     )
     return pool, choice
 

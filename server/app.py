@@ -73,15 +73,18 @@ def create_app(
     app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.scheduler = scheduler
-    app.state.model_info = ModelInfo(
-        engine.model_name,
-        engine.context_size,
-        engine,
-        engine.chat_template,
-        engine,
-        engine.model_path,
-        engine.placement,
-    )
+    if model_choice is not None:  # the engine is a pool: its models come and go
+        app.state.model_info = model_choice.served_info(engine.placement)
+    else:
+        app.state.model_info = ModelInfo(
+            engine.model_name,
+            engine.context_size,
+            engine,
+            engine.chat_template,
+            engine,
+            engine.model_path,
+            engine.placement,
+        )
     app.state.keepalive_seconds = keepalive_seconds
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()

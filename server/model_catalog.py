@@ -31,8 +31,12 @@ class CatalogEntry:
 class ModelCatalog:
     entries: list[CatalogEntry] = field(default_factory=list)
     problems: list[tuple[Path, str]] = field(default_factory=list)
+    # --modeldir given: a name that matches no entry is not found (without: the loaded model)
     has_model_dir: bool = False
+    lists_downloads: bool = False  # a model folder (or admin's): hub-cache models are listed
     default: str | None = None  # --defaultmodel: serves names that match no entry
+    # Other names of listed files (a hub name of the served file): lower-case → entry name
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def scan(
@@ -45,23 +49,28 @@ class ModelCatalog:
     ) -> ModelCatalog:
         """`downloaded`: (name, file) of the models in the hub cache, listed with a folder."""
         folders = [folder for folder in (model_dir, admin_dir) if folder is not None]
-        catalog = cls(has_model_dir=bool(folders), default=default)
+        catalog = cls(
+            has_model_dir=model_dir is not None, lists_downloads=bool(folders), default=default
+        )
         candidates: list[tuple[str | None, Path]] = [(None, served)]
         for folder in folders:
             candidates += [(None, path) for path in sorted(folder.rglob("*.gguf"))]
         if folders:
             candidates += list(downloaded)
-        seen: set[Path] = set()
         for name, path in candidates:
-            real = path.resolve()
-            if real in seen or _is_later_split_part(path) or "mmproj" in path.name.lower():
-                continue
-            seen.add(real)
-            catalog.add(path, name)
+            if not _is_later_split_part(path) and "mmproj" not in path.name.lower():
+                catalog.add(path, name)
         return catalog
 
     def add(self, path: Path, name: str | None = None) -> CatalogEntry | None:
-        """List one more model (None: it could not be read, and is reported)."""
+        """List one more model (None: it could not be read, and is reported). A file already
+        listed is not listed twice: `name` becomes another name of its entry."""
+        real = path.resolve()
+        for listed in self.entries:
+            if listed.path.resolve() == real:
+                if name is not None and name != listed.name:
+                    self.aliases[name.lower()] = listed.name
+                return listed
         try:
             summary = gguf_summary(path)
         except (GGUFFormatError, OSError) as exc:
@@ -84,32 +93,39 @@ class ModelCatalog:
     def names(self) -> list[str]:
         return [entry.name for entry in self.entries]
 
-    def resolve(self, requested: str | None) -> CatalogEntry | None:
-        """The entry a request's `model` names, by the rules clients rely on.
+    def resolve(self, requested: str | None, loaded: str | None = None) -> CatalogEntry | None:
+        """The entry a request's `model` names, by the rules clients rely on; `loaded` is the
+        model serving now.
 
-        Without a model dir every name (and none) is the served model, as KoboldCpp and
-        llama-server do: clients often send a fixed name. With one, a name is matched without
-        case, a `.gguf` suffix or Ollama's `:latest` tag; no name means the served model; an
-        unknown name is `--defaultmodel`'s entry, or None (the dialect's 404). (A request
-        without a name goes to the loaded model: the API asks with that model's name.)"""
+        A name is matched without case, a `.gguf` suffix or Ollama's `:latest` tag. No name:
+        the loaded model (none loaded: `--defaultmodel`, else the first listed). A name that
+        matches nothing: with --modeldir, `--defaultmodel`'s entry or None (the dialect's 404);
+        without, the loaded model, as KoboldCpp and llama-server do (clients often send a
+        fixed name)."""
         if not self.entries:
             return None
-        served = self.entries[0]
+        current = self._match(loaded) if loaded else None
+        first = self.entries[0]
         if requested is None or not requested.strip():
-            fallback = self.resolve(self.default) if self.default is not None else None
-            return fallback or served
+            default = self._match(self.default) if self.default is not None else None
+            return current or default or first
+        found = self._match(requested)
+        if found is not None:
+            return found
         if not self.has_model_dir:
-            return served
-        exact = requested.strip().lower().removesuffix(":latest")
+            return current or first
+        return self._match(self.default) if self.default is not None else None
+
+    def _match(self, name: str) -> CatalogEntry | None:
+        exact = name.strip().lower().removesuffix(":latest")
+        exact = self.aliases.get(exact, exact).lower()
         for entry in self.entries:
             if entry.name.lower() == exact:  # hub names: hf.co/owner/repo:QUANT
                 return entry
-        wanted = _normal(requested)
+        wanted = _normal(name)
         for entry in self.entries:
             if _normal(entry.name) == wanted or _normal(entry.path.name) == wanted:
                 return entry
-        if self.default is not None and _normal(self.default) != wanted:
-            return self.resolve(self.default)
         return None
 
 

@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -167,9 +167,9 @@ def pull_hub_model(
     return hub_model_name(repo, path), path
 
 
-def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
+def delete_hub_model(spec: str, keep: Iterable[Path]) -> list[Path]:
     """Ollama's delete for `hf.co/owner/repo[:QUANT]`: the cached parts of that quantization
-    (links and blobs). Refuses the file being served (`keep`). Returns what was removed; empty
+    (links and blobs). Refuses the files of loaded models (`keep`). Returns what was removed; empty
     when nothing of it is in the cache."""
     repo, quant = parse_hf_spec(spec)
     first = _cached_quant(repo, quant)
@@ -179,8 +179,10 @@ def delete_hub_model(spec: str, keep: Path | None) -> list[Path]:
     files = [str(p.relative_to(snapshot)) for p in snapshot.rglob("*.gguf") if p.exists()]
     parts = [snapshot / name for name in pick_quant_file(files, quant, repo)]
     blobs = [Path(os.path.realpath(part)) for part in parts]
-    if keep is not None and Path(os.path.realpath(keep)) in blobs:
-        raise ModelFileError(f"{spec} is the model being served: stop the server to delete it")
+    if any(Path(os.path.realpath(path)) in blobs for path in keep):
+        raise ModelFileError(
+            f"{spec} is loaded: unload it first (a request with keep_alive 0), then delete it"
+        )
     for link, blob in zip(parts, blobs, strict=True):
         link.unlink(missing_ok=True)
         if blob != link:

@@ -27,7 +27,7 @@ CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 2
 MODEL_DIR_TOOLTIP = (
     "Every GGUF in this folder (subfolders too) is listed by /v1/models, /api/tags and "
     "/api/admin/list_options, and a request's model field switches to it; requests naming "
-    "no model get the GGUF Text Model above. Empty: serve that one model only."
+    "no model get the model loaded now. Empty: serve the GGUF Text Model above only."
 )
 MAX_LOADED_TOOLTIP = (
     "Models of the folder kept loaded at once, each in its own memory; loading one more "
@@ -48,7 +48,8 @@ ADMIN_DIR_TOOLTIP = (
 )
 ADMIN_PASSWORD_TOOLTIP = (
     "Required as 'Authorization: Bearer …' (or x-api-key) on the admin API. Empty: the "
-    "admin API asks for no key, so anyone who can reach the port may switch the model."
+    "server's password (Network tab) guards it; with neither, anyone who can reach the port "
+    "may switch the model."
 )
 
 

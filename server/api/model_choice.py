@@ -10,6 +10,7 @@ engine, which the scheduler's worker may be swapping or may have unloaded.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from server.api.deps import ModelInfo
 from server.api.errors import APIError, Dialect, ErrorKind
 from server.core.chat import ChatTemplate
 from server.core.engine import SchemaChecker, Tokenizer
+from server.core.placement import Placement
 from server.model_catalog import ModelCatalog
 
 
@@ -36,16 +38,16 @@ class ModelChoice:
     context_size: int
     # Tells the engine pool about a model that joined the catalog (a finished /api/pull).
     on_added: Callable[[str, Path], None] | None = None
+    on_removed: Callable[[str], None] | None = None  # …and about one deleted
     cards: dict[str, tuple[ModelInfo, Card]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def info_for(
         self, requested: str | None, dialect: Dialect, loaded: str | None = None
     ) -> ModelInfo:
-        """The model a request names; without a name, `loaded` (the model serving now)."""
-        if not (requested or "").strip() and loaded is not None:
-            requested = loaded
-        entry = self.catalog.resolve(requested)
+        """The model a request names, by the catalog's rules; `loaded`: the model serving now
+        (or being loaded), which gets requests without a name."""
+        entry = self.catalog.resolve(requested, loaded)
         if entry is None:
             raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, dialect)
         async with self.lock:  # one vocab-only load per model, even when asked at once
@@ -57,31 +59,47 @@ class ModelChoice:
                 self.cards[entry.name] = (info, card)
         return self.cards[entry.name][0]
 
+    def served_info(self, placement: Placement) -> ModelInfo:
+        """The served model's info on its card (loaded now), for the routes that describe or
+        tokenize without naming a model: never the engine, which may be unloaded or swapped."""
+        entry = self.catalog.entries[0]
+        if entry.name not in self.cards:
+            card = self.load_card(entry.path)
+            info = ModelInfo(
+                entry.name, self.context_size, card, card.chat_template, card, entry.path
+            )
+            self.cards[entry.name] = (info, card)
+        return dataclasses.replace(self.cards[entry.name][0], placement=placement)
+
     def add(self, name: str, path: Path) -> bool:
         """List a model downloaded while serving (an Ollama pull); False if it is unusable or
-        there is no model folder (then every name is the served model: nothing to switch to)."""
-        if not self.catalog.has_model_dir:
+        there is no model folder (then hub names are not listed)."""
+        if not self.catalog.lists_downloads:
             return False
-        if any(entry.name == name for entry in self.catalog.entries):
-            return True
+        known = set(self.catalog.names)
         entry = self.catalog.add(path, name)
-        if entry is not None and self.on_added is not None:
+        if entry is not None and entry.name not in known and self.on_added is not None:
             self.on_added(entry.name, entry.path)
         return entry is not None
 
     def add_file(self, path: Path) -> str | None:
         """List a GGUF named by an admin `.kcpps` file; its name, or None if unusable."""
+        known = set(self.catalog.names)
         entry = self.catalog.add(path)
         if entry is None:
             return None
-        if self.on_added is not None:
+        if entry.name not in known and self.on_added is not None:
             self.on_added(entry.name, entry.path)
         return entry.name
 
     def forget(self, path: Path) -> None:
         """Stop listing a deleted model file (its card stays until the server stops: a request
-        planned with it may still be waiting; the load then fails with a clear error)."""
-        self.catalog.entries = [e for e in self.catalog.entries if e.path != path]
+        planned with it may still be waiting; its load then fails with the reason)."""
+        gone = [e.name for e in self.catalog.entries if e.path.resolve() == path.resolve()]
+        self.catalog.entries = [e for e in self.catalog.entries if e.name not in gone]
+        for name in gone:
+            if self.on_removed is not None:
+                self.on_removed(name)
 
     def close(self) -> None:
         for _info, card in self.cards.values():

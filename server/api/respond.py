@@ -158,7 +158,8 @@ def generation_route(
             body = await parse_json_body(request, body_model, dialect)
             choice: ModelChoice | None = request.app.state.model_choice
             if choice is not None:  # the model the body names, else the one loaded now
-                loaded = scheduler.snapshot().model
+                snapshot = scheduler.snapshot()  # mid-switch, the model being loaded is "loaded"
+                loaded = snapshot.loading_model or snapshot.model
                 model = await choice.info_for(getattr(body, "model", None), dialect, loaded)
             generation = planner(body, Served(request, settings, model))
             if generation.model_only_answer is not None:
@@ -222,6 +223,8 @@ async def load_or_unload(
     dialect = generation.wire.dialect
     job = submit(scheduler, model, wanted, dialect)
     _text, outcome = await scheduler.collect(job)
+    if outcome.server_stopping:
+        raise APIError(503, outcome.error or "", ErrorKind.SERVER, dialect)
     if outcome.finish_reason is not FinishReason.STOP:
         raise APIError(500, outcome.error or "the model was not loaded", dialect=dialect)
     return JSONResponse(answer("unload" if wanted.keep_alive == 0 else "load"))

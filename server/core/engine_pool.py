@@ -4,9 +4,10 @@ The scheduler's worker thread is the only caller of `use`, `unload` and the gene
 methods, so a model is loaded, used and closed on one thread. Up to `max_loaded` engines stay
 loaded, least recently used evicted first. A model that fails to load fails only the job that
 asked for it: the models loaded before stay (with one slot, the evicted one is loaded again).
-A pool may hold no model at all (Ollama's keep_alive 0, KoboldCpp's unload_model): the next
-job that names none loads the last one used. Other threads may read `loading`,
-`current_name` and `loaded_names` (plain attribute reads) for /api/extra/perf.
+A pool may hold no model at all (Ollama's keep_alive 0, KoboldCpp's unload_model); the API
+names the model of every job (server/api/model_choice.py), `use(None)` loads the last one.
+Other threads may read `loading`, `current_name` and `loaded_names` (plain attribute reads) for
+/api/extra/perf.
 
 The API side must not reach into the pool's engines (they may be closed between two calls):
 requests are planned with each model's vocabulary (server/core/llama/model.Vocabulary).
@@ -93,9 +94,13 @@ class EnginePool:
         self.loading = name
         try:
             engine = self._loader(path)
-        except EngineError:
+        except Exception as exc:
+            # Whatever the loader raised (a file deleted or cut short since it was listed is an
+            # OSError or a GGUF error, not an EngineError): this job fails, the others go on.
             self._reload(evicted)
-            raise
+            if isinstance(exc, EngineError):
+                raise
+            raise EngineError(f"{path}: could not load the model: {exc}") from exc
         finally:
             self.loading = None
         self._loaded[name] = engine
@@ -109,7 +114,13 @@ class EnginePool:
         names = [n for n in self._loaded if name is None or n == name]
         for closing in names:
             self._close(closing, self._loaded.pop(closing))
+        if self._current_name not in self._loaded and self._loaded:
+            self._current_name = next(reversed(self._loaded))  # the most recently used left
         return names
+
+    def forget(self, name: str) -> None:
+        """A model no longer in the catalog (deleted): never loaded again."""
+        self._paths.pop(name, None)
 
     def _close(self, name: str, engine: Engine) -> None:
         logger.info("Unloading %s", name)
@@ -153,10 +164,14 @@ class EnginePool:
         return closed
 
     def _reload(self, evicted: list[tuple[str, Path | None]]) -> None:
-        """After a failed load: bring back what was unloaded for it."""
+        """After a failed load: bring back what was unloaded for it (if it still loads)."""
         for name, path in evicted:
-            if path is not None:
+            if path is None:
+                continue
+            try:
                 self._loaded[name] = self._loader(path)
+            except Exception:
+                logger.exception("Could not load %s again", name)
         if self._current_name not in self._loaded and self._loaded:
             self._current_name = next(reversed(self._loaded))
 

@@ -385,6 +385,9 @@ class Scheduler:
         except EngineError as exc:
             logger.error("[%s] %s", request.request_id, exc)
             return GenerationOutcome(FinishReason.ERROR, error=str(exc))
+        except Exception as exc:  # never the worker thread's end: only this job fails
+            logger.exception("[%s] loading %s failed", request.request_id, request.model)
+            return GenerationOutcome(FinishReason.ERROR, error=str(exc))
         return None
 
     def _keep_alive_after(self, job: Job) -> None:

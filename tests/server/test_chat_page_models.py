@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver as Chrome
 from selenium.webdriver.common.by import By
@@ -107,3 +108,17 @@ def test_no_model_list_hides_the_picker_and_the_page_still_works(
     assert not browser.find_element(By.ID, "model-picker").is_displayed()
     fresh_chat(browser)
     send_and_wait(browser, "Hello")  # no model named: the server's own model answers
+
+
+def test_without_a_choice_the_picker_shows_the_model_serving_now(
+    browser: WebDriver,  # noqa: F811
+    two_models: RunningServer,
+) -> None:
+    """Opening the page must not switch models: it picks the one another client loaded."""
+    loaded = httpx.post(
+        f"{two_models.base_url}/api/generate", json={"model": OTHER, "prompt": ""}, timeout=60
+    )
+    assert loaded.json()["done_reason"] == "load"
+    browser.get(two_models.base_url + "/")
+    until(lambda: picker_state(browser) == "ready")
+    assert model_select(browser).first_selected_option.text == OTHER

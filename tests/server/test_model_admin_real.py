@@ -17,8 +17,10 @@ import httpx
 import ollama
 import pytest
 
+from server.config import HearthSettings
 from server.model_file import resolve_model_path
 from tests.conftest import RunningServer
+from tests.scripted_engine import ScriptedEngine
 
 SERVED = "gemma-3-270m-q4_k_m"
 OTHER = "story-writer"
@@ -43,11 +45,13 @@ def admin_server(
     same_bytes(folder / f"{OTHER}.gguf")
     (folder / "story.kcpps").write_text(json.dumps({"model_param": f"{OTHER}.gguf"}))
     # A model downloaded earlier, in the Hugging Face cache's own layout.
+    linked = tmp_path_factory.mktemp("link") / "models"
+    linked.symlink_to(folder)  # a model folder reached through a link (a data disk)
     cache = tmp_path_factory.mktemp("hub")
     same_bytes(cache / "models--tester--tiny-GGUF" / "snapshots" / "0123abc" / "tiny-Q8_0.gguf")
     return start_hearth(
         [
-            *("--modeldir", str(folder), "--admin", "--adminpassword", ADMIN_KEY),
+            *("--modeldir", str(linked), "--admin", "--adminpassword", ADMIN_KEY),
             *("--multiuser", "2", "--contextsize", "1024"),
         ],
         env={"HF_HUB_CACHE": str(cache)},
@@ -129,6 +133,8 @@ def test_keep_alive_zero_unloads_and_an_empty_prompt_loads(admin_server: Running
     assert chat.model == OTHER
     until(lambda: client.ps().models == [], "the model to unload after the reply")
     assert current_model(admin_server) == "koboldcpp/inactive"
+    counted = httpx.post(f"{admin_server.base_url}/api/extra/tokencount", json={"prompt": "Hi"})
+    assert counted.status_code == 200 and counted.json()["value"] > 0  # no engine needed
     # No model named, none loaded: the first listed model serves (and stays loaded).
     kobold = httpx.post(
         f"{admin_server.base_url}/api/v1/generate", json={"prompt": "Hi", "max_length": 2}
@@ -139,6 +145,9 @@ def test_keep_alive_zero_unloads_and_an_empty_prompt_loads(admin_server: Running
     assert loaded.done_reason == "load" and loaded.response == ""
     (running,) = client.ps().models
     assert running.model == f"{OTHER}:latest" and running.expires_at is not None
+    client.generate(model=OTHER, prompt="", keep_alive=1e12)  # past Go's longest: never
+    (forever,) = client.ps().models
+    assert forever.expires_at is not None and forever.expires_at.year > 2200
     unloaded = client.generate(model=OTHER, prompt="", keep_alive=0)
     assert unloaded.done_reason == "unload" and client.ps().models == []
     with pytest.raises(ollama.ResponseError) as bad:
@@ -183,3 +192,15 @@ def test_the_queue_rules_hold_while_a_request_switches_models(
     admin_server.wait_for_output(f"Loaded {SERVED}", after=start)
     loads = [line.split(":")[0] for line in admin_server.output[start:] if "Loaded " in line]
     assert [load.split("Loaded ")[1] for load in loads] == [f"{OTHER}.gguf", f"{SERVED}.gguf"]
+
+
+def test_without_an_admin_password_the_server_password_guards_the_admin_api(
+    serve_engine: Callable[..., RunningServer],
+) -> None:
+    server = serve_engine(ScriptedEngine(), HearthSettings(admin=True, password="pw"))
+    refused = httpx.get(f"{server.base_url}/api/admin/list_options")
+    assert refused.status_code == 401
+    with_key = httpx.get(
+        f"{server.base_url}/api/admin/list_options", headers={"Authorization": "Bearer pw"}
+    )
+    assert with_key.status_code == 403  # past the key: a scripted engine cannot switch

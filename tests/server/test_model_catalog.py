@@ -71,3 +71,26 @@ def test_without_a_model_dir_every_name_is_the_served_model(bundled: Path) -> No
     catalog = ModelCatalog.scan(bundled)
     assert catalog.names == ["gemma-3-270m-q4_k_m"]
     assert catalog.resolve("gpt-4o") is catalog.entries[0]  # clients send fixed names
+
+
+def test_no_name_or_an_unknown_one_follows_the_loaded_model(tmp_path: Path, bundled: Path) -> None:
+    with_dir = ModelCatalog.scan(bundled, model_dir(tmp_path, bundled))
+    helper = with_dir.resolve(None, loaded="helperv2")
+    assert helper is not None and helper.name == "helperv2"  # a request without a name
+    assert with_dir.resolve("gpt-4o", loaded="helperv2") is None  # strict with --modeldir
+    admin_only = ModelCatalog.scan(bundled, admin_dir=model_dir(tmp_path / "admin", bundled))
+    assert len(admin_only.names) == 4  # an admin folder lists its models...
+    fixed_name = admin_only.resolve("gpt-4o", loaded="helperv2")  # ...without strict names
+    assert fixed_name is not None and fixed_name.name == "helperv2"
+
+
+def test_a_file_listed_twice_is_one_entry_with_two_names(tmp_path: Path, bundled: Path) -> None:
+    hub_copy = tmp_path / "hub" / "gemma-3-270m-Q4_K_M.gguf"
+    hub_copy.parent.mkdir()
+    hub_copy.symlink_to(bundled)
+    catalog = ModelCatalog.scan(
+        bundled, tmp_path / "hub", downloaded=[("hf.co/google/gemma:Q4_K_M", hub_copy)]
+    )
+    assert catalog.names == ["gemma-3-270m-q4_k_m"]
+    aliased = catalog.resolve("hf.co/google/gemma:Q4_K_M")
+    assert aliased is catalog.entries[0]

@@ -139,5 +139,12 @@ def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
     )
     assert reply.model == NAME
     switching.wait_for_output(f"Loaded {MODEL_FILE}")
+    with pytest.raises(ollama.ResponseError) as loaded:
+        client.delete(NAME)
+    assert loaded.value.status_code == 400 and "is loaded: unload it first" in loaded.value.error
+    assert client.generate(model=NAME, prompt="", keep_alive=0).done_reason == "unload"
     assert client.delete(NAME).status == "success"
     assert NAME not in [tag.model for tag in client.list().models]
+    with pytest.raises(ollama.ResponseError) as gone:
+        client.generate(model=NAME, prompt="Hi")
+    assert gone.value.status_code == 404

@@ -4,8 +4,9 @@ KoboldCpp restarts itself with the chosen `.kcpps` or GGUF from `--admindir`; He
 the model in place, through the scheduler's queue like any request (so waiters keep their
 order), and answers once the model is loaded, or with the reason it could not be. Differences
 on purpose: with admin mode off or a wrong `--adminpassword` KoboldCpp answers 200 with `[]`
-or `{"success": false}`; Hearth answers 403 / 401 in KoboldCpp's error shape. Only a `.kcpps`
-file's model is applied: the server's other settings need a restart (the answer says so).
+or `{"success": false}`; Hearth answers 403 / 401 in KoboldCpp's error shape, and without an
+admin password it asks for `--password` (KoboldCpp asks for nothing). Only a `.kcpps` file's
+model is applied: the server's other settings need a restart (the answer says so).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, carries_key
-from server.api.errors import APIError, Dialect, ErrorKind, parse_json_body, unauthorized_error
+from server.api.errors import (
+    APIError,
+    Dialect,
+    ErrorKind,
+    busy_error,
+    parse_json_body,
+    unauthorized_error,
+)
 from server.api.kobold.schemas import KoboldReloadRequest
 from server.api.model_choice import ModelChoice
 from server.api.openapi import json_body
@@ -44,7 +52,8 @@ def _allowed(request: Request, settings: HearthSettings) -> ModelChoice:
         raise APIError(
             403, "Admin mode is off: start Hearth with --admin to switch models.", ErrorKind.SERVER
         )
-    if not carries_key(request, settings.adminpassword):
+    # Without an admin password the server's own --password guards it (KoboldCpp: nothing).
+    if not carries_key(request, settings.adminpassword or settings.password):
         raise unauthorized_error(Dialect.KOBOLD)
     choice: ModelChoice | None = request.app.state.model_choice
     if choice is None:  # a scripted engine: nothing to switch
@@ -60,7 +69,7 @@ def _options(settings: HearthSettings, choice: ModelChoice) -> dict[str, str | P
         # A file of the admin folder by its relative path (what KoboldCpp lists), others by name.
         path = entry.path.resolve()
         if folder is not None and path.is_relative_to(folder):
-            options[entry.path.absolute().relative_to(folder).as_posix()] = entry.name
+            options[path.relative_to(folder).as_posix()] = entry.name
         else:
             options[entry.name] = entry.name
     if folder is not None:
@@ -123,6 +132,8 @@ async def reload_config(
         Dialect.KOBOLD,
     )
     _text, outcome = await scheduler.collect(job)
+    if outcome.server_stopping:
+        raise busy_error()
     if outcome.finish_reason is not FinishReason.STOP:
         message = outcome.error or "the model was not loaded"
         raise APIError(500, message, ErrorKind.SERVER, body=_failure(message, "server_error"))

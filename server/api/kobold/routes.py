@@ -153,7 +153,8 @@ async def model_name(request: Request, scheduler: SchedulerDep) -> KoboldResultT
     if not has_valid_key(request):
         return {"result": "koboldcpp/protected-model"}
     # The model serving now; KoboldCpp's word for none loaded (after unload_model).
-    return {"result": f"koboldcpp/{scheduler.snapshot().model or 'inactive'}"}
+    snapshot = scheduler.snapshot()
+    return {"result": f"koboldcpp/{snapshot.model or snapshot.loading_model or 'inactive'}"}
 
 
 @router.get("/api/v1/info/version")

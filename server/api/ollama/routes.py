@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -97,7 +96,8 @@ async def running_models(
     for name, unloads_in in zip(snapshot.loaded_models, snapshot.unloads_in, strict=False):
         file = await read_model_file(paths.get(name), with_digest=True)
         entry = formatter.model_entry(name, model.context_size, file)
-        stays = NEVER_UNLOADS if math.isinf(unloads_in) else timedelta(seconds=unloads_in)
+        never = unloads_in >= NEVER_UNLOADS.total_seconds()
+        stays = NEVER_UNLOADS if never else timedelta(seconds=unloads_in)
         # size: the model file (Ollama reports its memory estimate); all of it is in RAM on CPU.
         running.append({**entry, "expires_at": rfc3339(datetime.now(UTC) + stays), "size_vram": 0})
     return {"models": running}
@@ -153,14 +153,20 @@ async def pull(request: Request) -> Response:
 @router.delete(
     "/api/delete", openapi_extra=json_body(OllamaDeleteRequest), dependencies=[RequireKey]
 )
-async def delete(request: Request, model: ModelInfoDep) -> Response:
-    """Remove a pulled `hf.co/…` model's files from the cache (never the one being served)."""
+async def delete(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+    """Remove a pulled `hf.co/…` model's files from the cache: never those of a loaded model or
+    of the model the server started with (it serves requests that name none)."""
     body = await parse_json_body(request, OllamaDeleteRequest, OLLAMA)
     name = _model_name(body.model, body.name)
     removed = []
     if pullable(name):
+        snapshot = scheduler.snapshot()
+        paths = dict(listed_models(request, model))
+        in_use = [snapshot.loading_model, *snapshot.loaded_models]
+        keep = [model.path, *(paths.get(loaded) for loaded in in_use if loaded is not None)]
+        kept = [path for path in keep if path is not None]
         try:
-            removed = await asyncio.to_thread(delete_hub_model, name, model.path)
+            removed = await asyncio.to_thread(delete_hub_model, name, kept)
         except ModelFileError as exc:
             raise APIError(400, str(exc), dialect=OLLAMA) from None
     if not removed:

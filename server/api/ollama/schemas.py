@@ -55,6 +55,7 @@ class OllamaTool(OllamaBase):
     function: FunctionDefinition
 
 
+_GO_LONGEST_SECONDS = (2**63 - 1) / 1e9
 _PLAIN_NUMBER = re.compile(r"[-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?", re.IGNORECASE)
 _GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _GO_UNIT_SECONDS = {
@@ -81,7 +82,8 @@ def keep_alive_seconds(value: object) -> float | None:
         return _bad_keep_alive(value)
     if math.isnan(seconds):
         return _bad_keep_alive(value)
-    return seconds if math.isfinite(seconds) else -1.0  # "for ever" is never unloading
+    # Past Go's longest duration (~292 years) Ollama means never; so does Hearth.
+    return seconds if abs(seconds) < _GO_LONGEST_SECONDS else -1.0
 
 
 def _duration_seconds(text: str) -> float:

@@ -250,3 +250,28 @@ def test_odd_keep_alive_values_neither_spin_nor_stop_the_worker() -> None:
         assert await finish(scheduler, asked("last", "a")) == ["a"]  # the worker still works
 
     with_scheduler(pool, scenario)
+
+
+def test_a_file_gone_since_it_was_listed_fails_its_job_and_the_worker_goes_on() -> None:
+    """The loader may raise anything (a deleted GGUF is an OSError): only that job fails."""
+    models = Models()
+    paths = {name: Path(name) for name in ("a", "gone")}
+
+    def load(path: Path) -> Engine:
+        if path.name == "gone":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return models.load(path)
+
+    pool = EnginePool("a", models.engine("a"), paths, load, 1)
+    answers = run_jobs(pool, [("1", "gone"), ("2", "a")])
+    assert "No such file or directory" in answers[0][1]
+    assert answers[1] == ("a", "") and pool.loaded_names == ["a"]
+
+
+def test_unloading_the_current_model_leaves_another_loaded_one_current() -> None:
+    models = Models()
+    pool = pool_of(models, max_loaded=2)
+    run_jobs(pool, [("1", "b")])
+    assert pool.loaded_names == ["a", "b"] and pool.current_name == "b"
+    pool.unload("b")
+    assert pool.current_name == "a"
