@@ -27,7 +27,7 @@ from server.config import HearthSettings
 from server.core.engine import Engine
 from server.http_server import http_server
 from server.model_file import resolve_model_path
-from tests.hub_server import LocalHub, serve_hub
+from tests.hub_server import STORY_FILE, LocalHub, renamed_copy, serve_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 120.0
@@ -192,9 +192,17 @@ def serve_engine() -> Iterator[Callable[..., RunningServer]]:
 
 
 @pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
-    """A local stand-in for the Hugging Face Hub (tests/hub_server.py) with two repositories
-    made of the bundled model; huggingface_hub points at it for this test."""
-    local = serve_hub(resolve_model_path(None), tmp_path, monkeypatch)
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, story_model: Path) -> Iterator[LocalHub]:
+    """A local stand-in for the Hugging Face Hub (tests/hub_server.py) with repositories made
+    of the bundled model and its renamed copy; huggingface_hub points at it for this test."""
+    local = serve_hub(resolve_model_path(None), tmp_path, monkeypatch, story_model)
     yield local
     local.stop()
+
+
+@pytest.fixture(scope="session")
+def story_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled GGUF with another `general.name` (tests/hub_server.renamed_copy): a second
+    model for the hub tests, made once per session (~15 s on 2 cores)."""
+    folder = tmp_path_factory.mktemp("story-model")
+    return renamed_copy(resolve_model_path(None), folder / STORY_FILE)

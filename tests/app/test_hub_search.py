@@ -17,7 +17,7 @@ from server.config import HearthSettings
 from server.hub_search import repository_files, search_repositories
 from server.model_file import resolve_model_path
 from tests.conftest import free_port
-from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, LocalHub
+from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, STORY_FILE, STORY_REPO, LocalHub
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,11 @@ def test_search_and_files_with_sizes_and_quantizations(hub: LocalHub, bundled: P
         ("gemma-3-270m-Q4_K_M.gguf", "Q4_K_M", bundled.stat().st_size),
         ("gemma-3-270m-Q8_0.gguf", "Q8_0", bundled.stat().st_size),
     ]
+    (story,) = search_repositories("story writer")
+    assert story.repo == STORY_REPO
+    (story_file,) = repository_files(STORY_REPO)
+    assert (story_file.name, story_file.quant) == (STORY_FILE, "Q4_K_M")
+    assert story_file.size != bundled.stat().st_size  # the other model: its own size
 
 
 def search_in(dialog: HubSearchDialog, qtbot: QtBot, query: str) -> None:

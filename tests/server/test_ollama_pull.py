@@ -13,13 +13,22 @@ import pytest
 
 from server.model_file import resolve_model_path
 from tests.conftest import RunningServer
-from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, HubRepo, LocalHub
+from tests.hub_server import (
+    GATED_REPO,
+    MODEL_FILE,
+    REPO,
+    STORY_FILE,
+    STORY_NAME,
+    STORY_REPO,
+    HubRepo,
+    LocalHub,
+)
 
 NAME = f"hf.co/{REPO}:Q4_K_M"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
+def hub(tmp_path_factory: pytest.TempPathFactory, story_model: Path) -> Iterator[LocalHub]:
     model = resolve_model_path(None)
     # Another file's content (another blob): the bundled model with padding after its data.
     other = tmp_path_factory.mktemp("files") / "other.gguf"
@@ -27,6 +36,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
     local = LocalHub()
     local.add(HubRepo(REPO, {MODEL_FILE: model, "gemma-3-270m-Q8_0.gguf": other}))
     local.add(HubRepo(GATED_REPO, {MODEL_FILE: model}, gated=True))
+    local.add(HubRepo(STORY_REPO, {STORY_FILE: story_model}))
     local.start()
     yield local
     local.stop()
@@ -119,6 +129,37 @@ def test_delete_removes_a_pulled_model(server: RunningServer, cache: Path) -> No
     with pytest.raises(ollama.ResponseError) as raised:
         client.delete(NAME)
     assert raised.value.status_code == 404 and raised.value.error == f"model '{NAME}' not found"
+
+
+def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_them(
+    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+) -> None:
+    """The second repository's file is the bundled model renamed with the gguf package: its
+    listing, /api/show and the model that answers are its own."""
+    models, cache = tmp_path / "models", tmp_path / "cache"
+    models.mkdir()
+    switching = start_hearth(
+        ["--modeldir", str(models), "--contextsize", "1024"],
+        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(cache)},
+    )
+    client = ollama.Client(host=switching.base_url)
+    story = f"hf.co/{STORY_REPO}:Q4_K_M"
+    assert client.pull(NAME).status == "success" and client.pull(story).status == "success"
+    sizes = {tag.model: tag.size for tag in client.list().models}
+    assert sizes[story] != sizes[NAME]  # another name in the header: another size
+    info = client.show(story).modelinfo or {}
+    assert info["general.name"] == STORY_NAME
+    for name in (story, NAME, story):
+        reply = client.chat(
+            model=name, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}
+        )
+        assert reply.model == name
+    loads = [line for line in switching.output if "Loaded " in line]
+    assert [line.split("Loaded ")[1].split(":")[0] for line in loads[-3:]] == [
+        STORY_FILE,
+        MODEL_FILE,
+        STORY_FILE,
+    ]
 
 
 def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(

@@ -104,12 +104,22 @@ async def running_models(
 
 
 @router.post("/api/show", openapi_extra=json_body(OllamaShowRequest, required=False))
-async def show(request: Request, model: ModelInfoDep) -> ModelShow:
-    await parse_json_body(request, OllamaShowRequest, Dialect.OLLAMA, optional=True)
-    file = await read_model_file(model.path, with_digest=False)
+async def show(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> ModelShow:
+    """The model the body names (by the catalog's rules), with its own GGUF facts."""
+    body = await parse_json_body(request, OllamaShowRequest, Dialect.OLLAMA, optional=True)
+    name, path = model.name, model.path
+    choice: ModelChoice | None = request.app.state.model_choice
+    if choice is not None:
+        requested = (body.model or body.name) if body is not None else None
+        snapshot = scheduler.snapshot()
+        entry = choice.catalog.resolve(requested, snapshot.loading_model or snapshot.model)
+        if entry is None:
+            raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, OLLAMA)
+        name, path = entry.name, entry.path
+    file = await read_model_file(path, with_digest=False)
     summary = file[0] if file else None
     return {
-        "modelfile": f"FROM {model.name}",
+        "modelfile": f"FROM {name}",
         "parameters": f"num_ctx {model.context_size}",
         "template": (summary.chat_template or "") if summary else "",
         "details": formatter.details(summary),
