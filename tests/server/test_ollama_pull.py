@@ -131,17 +131,24 @@ def test_delete_removes_a_pulled_model(server: RunningServer, cache: Path) -> No
     assert raised.value.status_code == 404 and raised.value.error == f"model '{NAME}' not found"
 
 
+def with_model_dir(
+    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+) -> RunningServer:
+    """A server with an (empty) --modeldir and its own hub cache: pulled models join it."""
+    models = tmp_path / "models"
+    models.mkdir()
+    return start_hearth(
+        ["--modeldir", str(models), "--contextsize", "1024"],
+        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp_path / "cache")},
+    )
+
+
 def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_them(
     hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
 ) -> None:
     """The second repository's file is the bundled model renamed with the gguf package: its
     listing, /api/show and the model that answers are its own."""
-    models, cache = tmp_path / "models", tmp_path / "cache"
-    models.mkdir()
-    switching = start_hearth(
-        ["--modeldir", str(models), "--contextsize", "1024"],
-        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(cache)},
-    )
+    switching = with_model_dir(hub, tmp_path, start_hearth)
     client = ollama.Client(host=switching.base_url)
     story = f"hf.co/{STORY_REPO}:Q4_K_M"
     assert client.pull(NAME).status == "success" and client.pull(story).status == "success"
@@ -165,12 +172,7 @@ def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_the
 def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
     hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
 ) -> None:
-    models, cache = tmp_path / "models", tmp_path / "cache"
-    models.mkdir()
-    switching = start_hearth(
-        ["--modeldir", str(models), "--contextsize", "1024"],
-        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(cache)},
-    )
+    switching = with_model_dir(hub, tmp_path, start_hearth)
     client = ollama.Client(host=switching.base_url)
     assert NAME not in [tag.model for tag in client.list().models]
     assert client.pull(NAME).status == "success"
