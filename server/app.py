@@ -23,6 +23,7 @@ from server.api.errors import (
 )
 from server.api.kobold.admin import router as admin_router
 from server.api.kobold.routes import router as kobold_router
+from server.api.llama.routes import router as llama_router
 from server.api.model_choice import ModelChoice
 from server.api.ollama.pull import PullLocks
 from server.api.ollama.routes import router as ollama_router
@@ -107,7 +108,14 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         allow_headers=["*"],
         max_age=600,
     )
-    routers = (kobold_router, admin_router, openai_router, anthropic_router, ollama_router)
+    routers = (
+        kobold_router,
+        admin_router,
+        openai_router,
+        anthropic_router,
+        ollama_router,
+        llama_router,
+    )
     for router in (*routers, pages_router):
         app.include_router(router)
     document_request_models(app)

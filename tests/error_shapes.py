@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from server.api.errors import LLAMA_SERVER_PATHS
+
 # Which dialect a path belongs to, as the server decides it (server/api/errors.py).
 TEXT_ENDPOINTS = {
     "/api/v1/generate": "kobold",
@@ -20,7 +22,7 @@ TEXT_ENDPOINTS = {
 def dialect_of(path: str) -> str:
     if path.startswith("/v1/messages"):
         return "anthropic"
-    if path.startswith("/v1/"):
+    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:
         return "openai"
     if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
         return "ollama"

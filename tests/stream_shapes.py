@@ -116,6 +116,12 @@ _ANSWER_SHAPES: dict[str, Any] = {
 }
 
 
+# llama-server's unprefixed paths are the OpenAI routes.
+for _shapes in (_SSE_SHAPES, _ANSWER_SHAPES):
+    _shapes["/completions"] = _shapes["/v1/completions"]
+    _shapes["/chat/completions"] = _shapes["/v1/chat/completions"]
+
+
 def answer_problem(path: str, text: str) -> str | None:
     """What is wrong with a whole (non-streamed) answer's shape, or None."""
     return _problem(_ANSWER_SHAPES[path], text)

@@ -70,11 +70,18 @@ MAX_JSON_DEPTH = 64
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+# llama-server's own routes answer errors in the OpenAI shape, as llama-server does.
+LLAMA_SERVER_PATHS = frozenset(
+    {"/completions", "/chat/completions", "/tokenize", "/detokenize", "/apply-template"}
+    | {"/health", "/props"}
+)
+
+
 def dialect_for_path(path: str) -> Dialect:
     """Which API a path belongs to, for errors raised before a route runs (size, 404, 405)."""
     if path.startswith("/v1/messages"):
         return Dialect.ANTHROPIC
-    if path.startswith("/v1/"):
+    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:
         return Dialect.OPENAI
     if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
         return Dialect.OLLAMA
