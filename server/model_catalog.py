@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from server.gguf_metadata import GGUFFormatError, GGUFSummary, gguf_summary
-from server.model_file import SPLIT_PART, model_display_name
+from server.model_file import is_later_split_part, model_display_name
 
 logger = logging.getLogger("hearth")
 
@@ -58,7 +58,7 @@ class ModelCatalog:
         if folders:
             candidates += list(downloaded)
         for name, path in candidates:
-            if not _is_later_split_part(path) and "mmproj" not in path.name.lower():
+            if not is_later_split_part(path) and "mmproj" not in path.name.lower():
                 catalog.add(path, name)
         return catalog
 
@@ -132,9 +132,3 @@ class ModelCatalog:
 def _normal(name: str) -> str:
     text = name.strip().lower().removesuffix(":latest").removesuffix(".gguf")
     return model_display_name(Path(text + ".gguf")).lower()
-
-
-def _is_later_split_part(path: Path) -> bool:
-    """`-00002-of-00003.gguf` and later: llama.cpp loads a split model from its first part."""
-    part = SPLIT_PART.search(path.name)
-    return part is not None and int(part.group(1)) > 1

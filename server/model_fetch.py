@@ -33,6 +33,7 @@ from server.model_file import (
     SPLIT_PART,
     ModelFileError,
     check_gguf_file,
+    is_later_split_part,
     model_display_name,
     resolve_model_path,
 )
@@ -299,11 +300,8 @@ def downloaded_models() -> list[tuple[str, Path]]:
     for snapshot in snapshots:
         repo = snapshot.parent.parent.name.removeprefix("models--").replace("--", "/", 1)
         for path in sorted(snapshot.rglob("*.gguf")):
-            part = SPLIT_PART.search(path.name)
-            if not path.exists() or "mmproj" in path.name.lower():
-                continue  # a link to a blob still downloading, or a vision projector
-            if part is not None and int(part.group(1)) > 1:
-                continue
+            if not path.exists() or "mmproj" in path.name.lower() or is_later_split_part(path):
+                continue  # a link to a blob still downloading, a projector, a later part
             found.setdefault(hub_model_name(repo, path), path)
     return sorted(found.items())
 

@@ -32,6 +32,12 @@ class ModelFileError(Exception):
 SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
+def is_later_split_part(path: Path) -> bool:
+    """`-00002-of-00003.gguf` and later: llama.cpp loads a split model from its first part."""
+    part = SPLIT_PART.search(path.name)
+    return part is not None and int(part.group(1)) > 1
+
+
 def model_display_name(path: Path) -> str:
     """KoboldCpp's model name: the file stem without characters outside [\\w.-]."""
     return re.sub(r"[^\w.\-]", "", path.stem)

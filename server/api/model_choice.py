@@ -21,7 +21,7 @@ from server.api.errors import APIError, Dialect, ErrorKind
 from server.core.chat import ChatTemplate
 from server.core.engine import SchemaChecker, Tokenizer
 from server.core.placement import Placement
-from server.model_catalog import ModelCatalog
+from server.model_catalog import CatalogEntry, ModelCatalog
 
 
 class Card(Tokenizer, SchemaChecker, Protocol):
@@ -51,41 +51,34 @@ class ModelChoice:
         if entry is None:
             raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, dialect)
         async with self.lock:  # one vocab-only load per model, even when asked at once
-            if entry.name not in self.cards:
-                card = await asyncio.to_thread(self.load_card, entry.path)
-                info = ModelInfo(
-                    entry.name, self.context_size, card, card.chat_template, card, entry.path
-                )
-                self.cards[entry.name] = (info, card)
-        return self.cards[entry.name][0]
+            return await asyncio.to_thread(self._card_info, entry)
 
     def served_info(self, placement: Placement) -> ModelInfo:
         """The served model's info on its card (loaded now), for the routes that describe or
         tokenize without naming a model: never the engine, which may be unloaded or swapped."""
-        entry = self.catalog.entries[0]
+        info = self._card_info(self.catalog.entries[0])
+        return dataclasses.replace(info, placement=placement)
+
+    def _card_info(self, entry: CatalogEntry) -> ModelInfo:
+        """The entry's info on its card, loading the card on first use."""
         if entry.name not in self.cards:
             card = self.load_card(entry.path)
             info = ModelInfo(
                 entry.name, self.context_size, card, card.chat_template, card, entry.path
             )
             self.cards[entry.name] = (info, card)
-        return dataclasses.replace(self.cards[entry.name][0], placement=placement)
+        return self.cards[entry.name][0]
 
     def add(self, name: str, path: Path) -> bool:
         """List a model downloaded while serving (an Ollama pull); False if it is unusable or
         there is no model folder (then hub names are not listed)."""
-        if not self.catalog.lists_downloads:
-            return False
+        return self.catalog.lists_downloads and self.add_file(path, name) is not None
+
+    def add_file(self, path: Path, name: str | None = None) -> str | None:
+        """List a GGUF (a file already listed keeps its entry, `name` becoming another name of
+        it) and tell the pool about a new one; its catalog name, or None if unusable."""
         known = set(self.catalog.names)
         entry = self.catalog.add(path, name)
-        if entry is not None and entry.name not in known and self.on_added is not None:
-            self.on_added(entry.name, entry.path)
-        return entry is not None
-
-    def add_file(self, path: Path) -> str | None:
-        """List a GGUF named by an admin `.kcpps` file; its name, or None if unusable."""
-        known = set(self.catalog.names)
-        entry = self.catalog.add(path)
         if entry is None:
             return None
         if entry.name not in known and self.on_added is not None:

@@ -156,11 +156,8 @@ def generation_route(
             request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
         ) -> Response:
             body = await parse_json_body(request, body_model, dialect)
-            choice: ModelChoice | None = request.app.state.model_choice
-            if choice is not None:  # the model the body names, else the one loaded now
-                snapshot = scheduler.snapshot()  # mid-switch, the model being loaded is "loaded"
-                loaded = snapshot.loading_model or snapshot.model
-                model = await choice.info_for(getattr(body, "model", None), dialect, loaded)
+            name = getattr(body, "model", None)
+            model = await named_model(request, scheduler, model, name, dialect)
             generation = planner(body, Served(request, settings, model))
             if generation.model_only_answer is not None:
                 return await load_or_unload(
@@ -210,6 +207,17 @@ async def serve(
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(wire.whole(answer))
+
+
+async def named_model(
+    request: Request, scheduler: Scheduler, served: ModelInfo, name: str | None, dialect: Dialect
+) -> ModelInfo:
+    """The model a body names (the dialect's 404 if none matches), else the one serving now;
+    `served` when the server has no model choice (a scripted engine)."""
+    choice: ModelChoice | None = request.app.state.model_choice
+    if choice is None:
+        return served
+    return await choice.info_for(name, dialect, scheduler.snapshot().serving)
 
 
 async def load_or_unload(

@@ -67,10 +67,6 @@ class EnginePool:
     def loaded_names(self) -> list[str]:
         return list(self._loaded)
 
-    @property
-    def names(self) -> list[str]:
-        return list(self._paths)
-
     def add(self, name: str, path: Path) -> None:
         """A model that joined the catalog while serving (a finished /api/pull)."""
         self._paths[name] = path

@@ -96,6 +96,11 @@ class QueueSnapshot:
     loading_model: str | None = None  # being loaded now; its requests wait meanwhile
     unloads_in: tuple[float, ...] = ()  # per loaded model: seconds to its unload (inf: never)
 
+    @property
+    def serving(self) -> str | None:
+        """The model a request without a name goes to: mid-switch, the one being loaded."""
+        return self.loading_model or self.model
+
 
 FinishedCallback = Callable[[Job], None]
 
@@ -418,8 +423,10 @@ class Scheduler:
                     pass
                 if self._stopping:
                     return
-                needed = self._models_waiting()
-            if not handles:  # nothing runs: a model whose keep_alive ran out may go
+                # Only between batches (not at every step): nothing runs, so a model whose
+                # keep_alive ran out may go.
+                needed = None if handles else self._models_waiting()
+            if needed is not None:
                 self._unload_expired(needed)
             with self._lock:
                 while self._waiting and len(handles) + len(admitted) < self._slots:

@@ -156,10 +156,7 @@ def _model_of_settings_file(path: Path, choice: ModelChoice) -> tuple[str, str]:
         model_path = Path(settings.model_param).expanduser()
         if not model_path.is_absolute():
             model_path = path.parent / model_path
-    for entry in choice.catalog.entries:
-        if entry.path.resolve() == model_path.resolve():
-            return entry.name, _APPLIED_MODEL_ONLY
-    added = choice.add_file(model_path)
+    added = choice.add_file(model_path)  # a file already listed keeps its name
     if added is None:
         message = f"{path.name}: its model {model_path} is not a usable GGUF file"
         raise APIError(400, message, body=_failure(message))

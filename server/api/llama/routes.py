@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from server import __version__
-from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, parse_json_body
 from server.api.llama.schemas import (
     AppliedTemplate,
@@ -23,7 +23,6 @@ from server.api.llama.schemas import (
     TokenizeRequest,
     TokenPiece,
 )
-from server.api.model_choice import ModelChoice
 from server.api.model_files import read_model_file
 from server.api.openai import adapter
 from server.api.openai.routes import chat_completions, completions
@@ -34,7 +33,7 @@ from server.api.openai.schemas import (
     OpenAICompletionRequest,
 )
 from server.api.openapi import json_body
-from server.api.respond import Served, generation_route
+from server.api.respond import Served, generation_route, named_model
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
@@ -109,16 +108,6 @@ async def apply_template(
 ) -> AppliedTemplate:
     """The prompt a chat request would send to the model, rendered by its template."""
     body = await parse_json_body(request, OpenAIChatRequest, OPENAI)
-    model = await _model_named(request, scheduler, model, body.model)
+    model = await named_model(request, scheduler, model, body.model, OPENAI)
     plan = adapter.chat_plan(body, Served(request, settings, model).chat_options("tmpl-"))
     return {"prompt": plan.generation.prompt}
-
-
-async def _model_named(
-    request: Request, scheduler: SchedulerDep, model: ModelInfo, name: str | None
-) -> ModelInfo:
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is None:
-        return model
-    snapshot = scheduler.snapshot()
-    return await choice.info_for(name, OPENAI, snapshot.loading_model or snapshot.model)

@@ -111,8 +111,7 @@ async def show(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -
     choice: ModelChoice | None = request.app.state.model_choice
     if choice is not None:
         requested = (body.model or body.name) if body is not None else None
-        snapshot = scheduler.snapshot()
-        entry = choice.catalog.resolve(requested, snapshot.loading_model or snapshot.model)
+        entry = choice.catalog.resolve(requested, scheduler.snapshot().serving)
         if entry is None:
             raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, OLLAMA)
         name, path = entry.name, entry.path
