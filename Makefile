@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run serve test fuzz lint typecheck bench package test-package clean
+.PHONY: install run serve test fuzz lint typecheck bench compat package test-package clean
 
 # llama.cpp's backends: auto (Vulkan + CPU when the Vulkan build tools are installed, else the
 # CPU alone, with a notice), cpu, vulkan, or cuda (needs the CUDA toolkit). Every build has RPC.
@@ -55,6 +55,14 @@ fuzz: install
 bench: install
 	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36'
 	$(BIN)/python bench/compare.py
+
+# llama.cpp's own server tests (from the llama-cpp-python 0.3.36 sdist) against Hearth, in their
+# "external server" mode: a per-case report, not a pass/fail gate (see docs/COMPATIBILITY.md).
+# The tests' requirements get a virtualenv of their own in ~/.cache/hearth-compat.
+# COMPAT_ARGS: e.g. `--against llama-server` (the baseline) or `--report compat.json`.
+COMPAT_ARGS ?=
+compat: install
+	$(BIN)/python compat/llama_server_tests.py $(COMPAT_ARGS)
 
 # The double-clickable binary: dist/hearth/hearth (one folder; see packaging/hearth.spec).
 # Built in its own virtualenv with a portable llama.cpp (GGML_NATIVE=OFF: no -march=native),

@@ -85,6 +85,10 @@ class ScriptedEngine:
         if not isinstance(schema, dict):
             raise ValueError("a JSON schema must be an object")
 
+    def check_grammar(self, grammar: str) -> None:
+        if "root ::=" not in grammar:
+            raise ValueError("a grammar needs a root rule")
+
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:

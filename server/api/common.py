@@ -24,6 +24,7 @@ from server.core.chat import (
     parse_tool_call,
     tool_call_schema,
 )
+from server.core.engine import Tokenizer
 from server.core.tool_stream import (
     ChatStreamEvent,
     TextDelta,
@@ -38,6 +39,7 @@ from server.core.types import (
     GenerationRequest,
     SamplingParams,
     TokenEvent,
+    TokenLogprob,
 )
 
 # KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
@@ -157,27 +159,60 @@ def plan_chat(
 
 
 @dataclass(frozen=True, slots=True)
+class TokenTrace:
+    """The generated tokens of a reply, and their log-probabilities when asked."""
+
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ChatAnswer:
     """A finished chat reply: its text and the tool calls it made."""
 
     text: str
     tool_calls: tuple[ToolCall, ...]
     outcome: GenerationOutcome
+    tokens: TokenTrace = TokenTrace()
 
 
-def read_answer(plan: ChatPlan, text: str, outcome: GenerationOutcome) -> ChatAnswer:
+class TokenCollector:
+    """Gathers a reply's events: its text, tokens and log-probabilities."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.token_ids: list[int] = []
+        self.logprobs: list[TokenLogprob] = []
+
+    def add(self, event: TokenEvent) -> None:
+        self.parts.append(event.text)
+        self.token_ids += event.token_ids
+        self.logprobs += event.logprobs
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def trace(self) -> TokenTrace:
+        return TokenTrace(tuple(self.token_ids), tuple(self.logprobs))
+
+
+def read_answer(
+    plan: ChatPlan, text: str, outcome: GenerationOutcome, tokens: TokenTrace = TokenTrace()
+) -> ChatAnswer:
     """A whole reply (non-streamed) read back as text and tool calls."""
     if plan.live_tool_tags is not None:
         parser = ToolCallParser(*plan.live_tool_tags)
         parser.feed(text)
         parser.finish()
-        return ChatAnswer("".join(parser.text_parts), tuple(parser.calls), outcome)
+        return ChatAnswer("".join(parser.text_parts), tuple(parser.calls), outcome, tokens)
     if plan.constrained_tools and outcome.constrained:
         try:
-            return ChatAnswer("", (parse_tool_call(text, new_call_id()),), outcome)
+            return ChatAnswer("", (parse_tool_call(text, new_call_id()),), outcome, tokens)
         except ValueError:
             pass  # cut off mid-call (max tokens): hand back what was generated as text
-    return ChatAnswer(text, (), outcome)
+    return ChatAnswer(text, (), outcome, tokens)
 
 
 def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
@@ -204,18 +239,24 @@ class ChatReader:
     def __init__(self, plan: ChatPlan) -> None:
         self._plan = plan
         self._parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
-        self._parts: list[str] = []
+        self._collected = TokenCollector()
 
     def read(self, event: EngineEvent) -> list[ChatStreamEvent | ChatEnd]:
         if isinstance(event, TokenEvent):
-            return self._read_text(event.text)
+            return self._read_text(event)
+        collected = self._collected
         if failed(event):
-            return [ChatEnd(ChatAnswer("".join(self._parts), (), event))]
+            return [ChatEnd(ChatAnswer(collected.text, (), event, collected.trace))]
         if self._parser is not None:
             items: list[ChatStreamEvent | ChatEnd] = list(self._parser.finish())
-            answer = ChatAnswer("".join(self._parser.text_parts), tuple(self._parser.calls), event)
+            answer = ChatAnswer(
+                "".join(self._parser.text_parts),
+                tuple(self._parser.calls),
+                event,
+                collected.trace,
+            )
             return [*items, ChatEnd(answer)]
-        answer = read_answer(self._plan, "".join(self._parts), event)
+        answer = read_answer(self._plan, collected.text, event, collected.trace)
         if not self._plan.constrained_tools:
             return [ChatEnd(answer)]
         items = [TextDelta(answer.text)] if answer.text else []
@@ -223,13 +264,13 @@ class ChatReader:
             items += whole_call_events(index, call)
         return [*items, ChatEnd(answer)]
 
-    def _read_text(self, text: str) -> list[ChatStreamEvent | ChatEnd]:
+    def _read_text(self, event: TokenEvent) -> list[ChatStreamEvent | ChatEnd]:
+        self._collected.add(event)
         if self._parser is not None:
-            return list(self._parser.feed(text))
-        self._parts.append(text)
-        if self._plan.constrained_tools or not text:
+            return list(self._parser.feed(event.text))
+        if self._plan.constrained_tools or not event.text:
             return []
-        return [TextDelta(text)]
+        return [TextDelta(event.text, event.token_ids, event.logprobs)]
 
 
 def failed(outcome: GenerationOutcome) -> bool:
@@ -238,6 +279,23 @@ def failed(outcome: GenerationOutcome) -> bool:
 
 def failure_message(outcome: GenerationOutcome) -> str:
     return outcome.error or "generation failed"
+
+
+def tokens_without_bos(tokenizer: Tokenizer, text: str, special: bool = True) -> list[int]:
+    """`text`'s tokens without the BOS the tokenizer adds for a model that wants one."""
+    ids = tokenizer.tokenize(text, special=special)
+    bos = tokenizer.tokenize("", special=special)
+    return ids[len(bos) :] if bos and ids[: len(bos)] == bos else ids
+
+
+def with_penalty_window(sampling: SamplingParams, last_n: int | None) -> SamplingParams:
+    """Apply a `repeat_last_n` as Ollama and llama-server mean it: 0 turns the penalties off,
+    -1 covers the whole context (Hearth's 0), None keeps the default window."""
+    if last_n == 0:
+        return replace(sampling, rep_pen=1.0, presence_penalty=0.0, frequency_penalty=0.0)
+    if last_n is not None:
+        return replace(sampling, rep_pen_range=max(last_n, 0))
+    return sampling
 
 
 def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:

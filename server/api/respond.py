@@ -29,6 +29,7 @@ from server.api.common import (
     ChatOptions,
     ChatPlan,
     ChatReader,
+    TokenCollector,
     failed,
     failure_message,
     new_id,
@@ -42,7 +43,7 @@ from server.config import HearthSettings
 from server.core.job import Job
 from server.core.scheduler import QueueFullError, Scheduler
 from server.core.tool_stream import ChatStreamEvent
-from server.core.types import FinishReason, GenerationRequest
+from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, TokenEvent
 from server.streaming import (
     ClientDisconnectedError,
     ndjson_response,
@@ -196,10 +197,7 @@ async def serve(
     stream: bool,
 ) -> Response:
     """Queue the plan's generation and answer it in `wire`'s dialect, streamed or whole."""
-    generation = plan.generation
-    if request.app.state.model_choice is not None:  # the scheduler runs it on that model
-        generation = dataclasses.replace(generation, model=model.name)
-    job = submit(scheduler, model, generation, wire.dialect)
+    job = submit(scheduler, model, _on_model(request, model, plan.generation), wire.dialect)
     if stream:
         keepalive: float = request.app.state.keepalive_seconds
         return wire.response(_bursts(scheduler, job, plan, wire, keepalive), job.abandoned)
@@ -207,6 +205,43 @@ async def serve(
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(wire.whole(answer))
+
+
+async def whole_answers(
+    request: Request,
+    scheduler: Scheduler,
+    model: ModelInfo,
+    plans: list[ChatPlan],
+    dialect: Dialect,
+) -> list[ChatAnswer] | None:
+    """Several generations queued together (they batch with parallel slots), answered whole
+    in order; None if the client left."""
+    jobs = []
+    try:
+        for plan in plans:
+            generation = _on_model(request, model, plan.generation)
+            jobs.append(submit(scheduler, model, generation, dialect))
+    except APIError:
+        for job in jobs:  # all or nothing: the ones already queued must not run for nobody
+            scheduler.cancel(job)
+        raise
+    answers = []
+    for job, plan in zip(jobs, plans, strict=True):
+        answer = await _finished_answer(request, scheduler, job, plan, dialect)
+        if answer is None:
+            for later in jobs:
+                scheduler.cancel(later)
+            return None
+        answers.append(answer)
+    return answers
+
+
+def _on_model(
+    request: Request, model: ModelInfo, generation: GenerationRequest
+) -> GenerationRequest:
+    if request.app.state.model_choice is None:
+        return generation
+    return dataclasses.replace(generation, model=model.name)  # the scheduler runs it there
 
 
 async def named_model(
@@ -250,6 +285,11 @@ def submit(
             model.schemas.check_json_schema(generation.json_schema)
         except ValueError as exc:
             raise APIError(400, f"Unusable JSON schema: {exc}", dialect=dialect) from None
+    elif generation.grammar is not None:
+        try:
+            model.schemas.check_grammar(generation.grammar)
+        except ValueError as exc:
+            raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
     try:
         return scheduler.submit(generation)
     except QueueFullError:
@@ -281,12 +321,22 @@ async def _finished_answer(
 ) -> ChatAnswer | None:
     """A non-streamed request's answer, or None if the client left (the job was cancelled).
     A failed generation is a real 500 in the dialect's shape."""
+    collected = TokenCollector()
     try:
-        text, outcome = await unless_disconnected(request, scheduler.collect(job))
+        outcome = await unless_disconnected(request, _collect(scheduler, job, collected))
     except ClientDisconnectedError:
         return None
     if outcome.server_stopping:
         raise busy_error()  # as a full queue: the client may retry (on another server)
     if failed(outcome):
         raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
-    return read_answer(plan, text, outcome)
+    return read_answer(plan, collected.text, outcome, collected.trace)
+
+
+async def _collect(scheduler: Scheduler, job: Job, into: TokenCollector) -> GenerationOutcome:
+    async for event in scheduler.events(job):
+        if isinstance(event, TokenEvent):
+            into.add(event)
+        elif isinstance(event, GenerationOutcome):
+            return event
+    raise RuntimeError("job ended without an outcome")  # pragma: no cover - engine contract

@@ -36,6 +36,10 @@ class SchemaChecker(Protocol):
         """Raise `ValueError` saying why when `schema` cannot be turned into a grammar."""
         ...
 
+    def check_grammar(self, grammar: str) -> None:
+        """Raise `ValueError` when llama.cpp cannot parse this GBNF grammar."""
+        ...
+
 
 class Engine(Tokenizer, SchemaChecker, Protocol):
     """A loaded model that turns one request into a stream of events.

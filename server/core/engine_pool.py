@@ -209,6 +209,9 @@ class EnginePool:
     def check_json_schema(self, schema: dict[str, Any]) -> None:
         self.current.check_json_schema(schema)
 
+    def check_grammar(self, grammar: str) -> None:
+        self.current.check_grammar(grammar)
+
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:

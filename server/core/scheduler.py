@@ -574,6 +574,8 @@ def unbatchable_reason(request: GenerationRequest) -> str | None:
     """Why a request must run alone (KoboldCpp's list, for what Hearth supports)."""
     if request.json_schema is not None:
         return "grammar (tool call or JSON format)"
+    if request.grammar is not None:
+        return "grammar"
     return None
 
 

@@ -14,11 +14,17 @@ import uuid
 from dataclasses import dataclass
 
 from server.core.chat import ToolCall
+from server.core.types import TokenLogprob
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of reply text; plain text also carries its tokens and their log-probabilities
+    (when asked), text parsed out of tool-call tags does not."""
+
     text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

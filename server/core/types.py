@@ -34,8 +34,12 @@ class SamplingParams:
     rep_pen: float = 1.0
     rep_pen_range: int = 320
     presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0  # OpenAI's: subtracted once per earlier occurrence
     seed: int = -1  # -1: pick a random seed (reported back in perf's last_seed)
     ban_eos: bool = False
+    # Added to a token's logit before sampling; -inf bans it (OpenAI's logit_bias, resolved
+    # to token ids by the adapter).
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +54,18 @@ class GenerationRequest:
     max_tokens: int
     sampling: SamplingParams = field(default_factory=SamplingParams)
     memory: str = ""
+    # The prompt as token ids, used verbatim instead of `prompt` when given (llama-server's
+    # token prompts); still front-trimmed to fit the context.
+    prompt_tokens: tuple[int, ...] = ()
     max_context_length: int | None = None  # None: the loaded context size
     stop: tuple[str, ...] = ()
     trim_stop: bool = True
     genkey: str = ""
     # Constrain the whole reply to this JSON schema (tool calls, JSON response formats).
     json_schema: dict[str, Any] | None = None
+    # A raw GBNF grammar the reply must follow (llama-server's and KoboldAI's `grammar`);
+    # `json_schema` wins when both are set.
+    grammar: str | None = None
     # With a schema: first ask the model this yes/no prompt; "no" means reply freely instead.
     # (KoboldCpp's pre-poll for tool_choice "auto".)
     schema_decision_prompt: str | None = None
@@ -67,13 +77,42 @@ class GenerationRequest:
     # Load `model` and generate nothing (Ollama's empty prompt, KoboldCpp's admin reload);
     # with keep_alive 0 it unloads instead (`model` None: every loaded model).
     model_only: bool = False
+    # Report each generated token's log-probability with this many most likely alternatives
+    # (None: none; 0: the chosen token's alone). `post_sampling_probs`: probabilities after the
+    # sampler chain (top-k, top-p, temperature) instead of the model's own.
+    logprobs: int | None = None
+    post_sampling_probs: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenChoice:
+    """One token and its log-probability (natural log; a probability when post-sampling)."""
+
+    token_id: int
+    piece: bytes  # the token's text as bytes (may be part of a UTF-8 character)
+    logprob: float
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A generated token's log-probability and the most likely alternatives at its place."""
+
+    chosen: TokenChoice
+    top: tuple[TokenChoice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TokenEvent:
-    """A piece of generated text: always whole UTF-8 characters, never part of a stop string."""
+    """A piece of generated text: always whole UTF-8 characters, never part of a stop string.
+
+    `token_ids` are the tokens whose text this event releases (text is held back while it
+    may still become a stop string or is an incomplete character, so one event can carry
+    several tokens, or none); `logprobs` has one entry per token when the request asked.
+    """
 
     text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +129,7 @@ class GenerationOutcome:
     stop_sequence: str | None = None  # the stop string that ended it, if any
     error: str | None = None
     reused_prompt_tokens: int = 0  # prompt tokens served from the KV cache
+    prompt_truncated: bool = False  # the prompt's front was cut to fit the context
     constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
     # Ended because the server is shutting down (finish_reason ERROR, `error` says so).
     server_stopping: bool = False

@@ -11,16 +11,35 @@ from server.api.anthropic.schemas import (
     AnthropicToolChoice,
 )
 from server.api.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
-from server.api.errors import Dialect
+from server.api.errors import APIError, Dialect
 from server.api.sampling import sampling_from
 from server.core.chat import ChatMessage, ToolCall, ToolSpec
+
+# Blocks that carry media: a text model cannot read them, and dropping them silently would
+# answer a question about a picture without the picture.
+_MEDIA_BLOCKS = frozenset({"image", "document"})
+
+
+def _refuse_media(blocks: list[AnthropicBlock]) -> None:
+    for block in blocks:
+        inner = block.content if isinstance(block.content, list) else []
+        kinds = {block.type} | {str(getattr(part, "type", "")) for part in inner}
+        media = kinds & _MEDIA_BLOCKS
+        if media:
+            kind = sorted(media)[0]
+            raise APIError(
+                400,
+                f"{kind} input is not supported: this model has no vision "
+                "(send the content as text)",
+                dialect=Dialect.ANTHROPIC,
+            )
 
 
 def chat_messages(
     system: str | list[AnthropicBlock] | None, messages: list[AnthropicMessage]
 ) -> list[ChatMessage]:
     """Anthropic turns → chat messages: tool_use blocks become calls, tool_result blocks
-    become tool turns, text blocks are joined."""
+    become tool turns, text blocks are joined. Image and document blocks are a 400."""
     turns: list[ChatMessage] = []
     if system:
         turns.append(ChatMessage("system", common.text_of(system)))
@@ -28,6 +47,7 @@ def chat_messages(
         if isinstance(message.content, str):
             turns.append(ChatMessage(message.role, message.content))
             continue
+        _refuse_media(message.content)
         text = "".join(b.text or "" for b in message.content if b.type == "text")
         calls = tuple(
             ToolCall(b.id or "", b.name or "", b.input or {})

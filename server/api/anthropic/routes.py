@@ -12,11 +12,10 @@ from server.api.anthropic.schemas import (
     AnthropicMessagesRequest,
     InputTokenCount,
 )
-from server.api.deps import ModelInfoDep, key_required
-from server.api.errors import APIError, Dialect, parse_json_body
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.errors import Dialect, parse_json_body
 from server.api.openapi import json_body
-from server.api.respond import Generation, Served, generation_route
-from server.core.chat import ChatTemplateError
+from server.api.respond import Generation, Served, generation_route, named_model
 
 router = APIRouter(tags=["Anthropic"])
 RequireKey = key_required(Dialect.ANTHROPIC)
@@ -39,12 +38,16 @@ def messages(body: AnthropicMessagesRequest, served: Served) -> Generation:
     dependencies=[RequireKey],
     openapi_extra=json_body(AnthropicCountTokensRequest),
 )
-async def count_tokens(request: Request, model: ModelInfoDep) -> InputTokenCount:
+async def count_tokens(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> InputTokenCount:
+    """The prompt tokens /v1/messages would send for the same body (its `usage.input_tokens`
+    when nothing has to be cut to fit): planned the same way, tools and all."""
     body = await parse_json_body(request, AnthropicCountTokensRequest, Dialect.ANTHROPIC)
-    try:
-        rendered = model.chat_template.render(
-            adapter.chat_messages(body.system, body.messages), adapter.tools_of(body.tools)
-        )
-    except ChatTemplateError as exc:
-        raise APIError(400, str(exc), dialect=Dialect.ANTHROPIC) from None
-    return {"input_tokens": len(model.tokenizer.tokenize(rendered.prompt))}
+    model = await named_model(request, scheduler, model, body.model, Dialect.ANTHROPIC)
+    as_message = AnthropicMessagesRequest.model_validate(
+        {**body.model_dump(exclude_unset=True), "max_tokens": 1}
+    )
+    plan = adapter.messages_plan(as_message, Served(request, settings, model).chat_options("msg_"))
+    generation = plan.generation
+    return {"input_tokens": len(model.tokenizer.tokenize(generation.memory + generation.prompt))}

@@ -53,7 +53,9 @@ RequireKey = key_required(KOBOLD)
 def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) -> Generation:
     number: int = next(served.request.app.state.request_numbers)
     default_max = served.settings.defaultgenamt
-    generation = adapter.to_generation_request(body, f"kai-{number}", default_max)
+    generation = adapter.to_generation_request(
+        body, f"kai-{number}", default_max, served.model.tokenizer
+    )
     return Generation(common.text_plan(generation), formatter.GenerateWire(), stream)
 
 

@@ -43,6 +43,10 @@ class KoboldGenerateRequest(BaseModel):
     ban_eos_token: bool = False
     use_default_badwordsids: bool = False
     genkey: Genkey = ""
+    # {"<token id>": bias}, clamped to ±100 as KoboldCpp does.
+    logit_bias: dict[str, Any] | None = None
+    # GBNF; a JSON schema (as text or an object) is turned into one, as KoboldCpp does.
+    grammar: str | dict[str, Any] | None = None
 
 
 class KoboldGenkeyRequest(BaseModel):

@@ -1,24 +1,30 @@
 """llama-server's native routes, beside the dialects that borrow them.
 
 `/completions` and `/chat/completions` (without `/v1`, as llama-server also serves them) are
-the OpenAI routes; `/health`, `/props`, `/tokenize`, `/detokenize` and `/apply-template` are
-llama-server's own, with its field names. Errors use the OpenAI shape, as llama-server does.
-Work in progress for issue 13: `/completion`, `/slots` and `/metrics` are not served yet.
+the OpenAI routes; `/completion`, `/health`, `/props`, `/slots`, `/tokenize`, `/detokenize`
+and `/apply-template` are llama-server's own, with its field names. Errors use the OpenAI
+shape, as llama-server does.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 
 from server import __version__
+from server.api.common import new_id, tokens_without_bos
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import APIError, Dialect, parse_json_body
+from server.api.llama import adapter as llama_adapter
+from server.api.llama.formatter import NativeCompletionWire
 from server.api.llama.schemas import (
     AppliedTemplate,
+    CompletionRequest,
     Detokenized,
     DetokenizeRequest,
     Health,
     Props,
+    Slot,
     Tokenized,
     TokenizeRequest,
     TokenPiece,
@@ -33,7 +39,14 @@ from server.api.openai.schemas import (
     OpenAICompletionRequest,
 )
 from server.api.openapi import json_body
-from server.api.respond import Served, generation_route, named_model
+from server.api.respond import (
+    CLIENT_GONE_STATUS,
+    Served,
+    generation_route,
+    named_model,
+    serve,
+    whole_answers,
+)
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
@@ -78,11 +91,10 @@ async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfo
 async def tokenize(request: Request, model: ModelInfoDep) -> Tokenized:
     body = await parse_json_body(request, TokenizeRequest, OPENAI)
     tokenizer = model.tokenizer
-    ids = tokenizer.tokenize(body.content, special=body.parse_special)
-    if not body.add_special:  # the tokenizer always adds BOS when the model wants one
-        bos = tokenizer.tokenize("", special=body.parse_special)
-        if bos and ids[: len(bos)] == bos:
-            ids = ids[len(bos) :]
+    if body.add_special:
+        ids = tokenizer.tokenize(body.content, special=body.parse_special)
+    else:  # the tokenizer always adds BOS when the model wants one
+        ids = tokens_without_bos(tokenizer, body.content, body.parse_special)
     if not body.with_pieces:
         return {"tokens": ids}
     pieces: list[TokenPiece] = [
@@ -109,5 +121,49 @@ async def apply_template(
     """The prompt a chat request would send to the model, rendered by its template."""
     body = await parse_json_body(request, OpenAIChatRequest, OPENAI)
     model = await named_model(request, scheduler, model, body.model, OPENAI)
-    plan = adapter.chat_plan(body, Served(request, settings, model).chat_options("tmpl-"))
+    options = Served(request, settings, model).chat_options("tmpl-")
+    plan = adapter.chat_plan(body, options, model.tokenizer)
     return {"prompt": plan.generation.prompt}
+
+
+@router.post("/completion", dependencies=[RequireKey], openapi_extra=json_body(CompletionRequest))
+async def completion(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+    """llama-server's native completion: one prompt (streamed or whole) or several (whole,
+    answered as a list)."""
+    body = await parse_json_body(request, CompletionRequest, OPENAI)
+    model = await named_model(request, scheduler, model, body.model, OPENAI)
+    prompts = llama_adapter.prompt_list(body.prompt)
+    tokenizer = model.tokenizer
+    if prompts is None:
+        plan = llama_adapter.completion_plan(body, body.prompt, new_id("cmpl-"), tokenizer)
+        wire = NativeCompletionWire(body, model.name, plan.generation.prompt, model.context_size)
+        return await serve(request, scheduler, model, plan, wire, stream=body.stream)
+    if body.stream:
+        raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
+    plans = [
+        llama_adapter.completion_plan(body, prompt, new_id("cmpl-"), tokenizer)
+        for prompt in prompts
+    ]
+    answers = await whole_answers(request, scheduler, model, plans, OPENAI)
+    if answers is None:
+        return Response(status_code=CLIENT_GONE_STATUS)
+    return JSONResponse(
+        [
+            NativeCompletionWire(
+                body, model.name, plan.generation.prompt, model.context_size, index
+            ).whole(answer)
+            for index, (plan, answer) in enumerate(zip(plans, answers, strict=True))
+        ]
+    )
+
+
+@router.get("/slots", dependencies=[RequireKey])
+async def slots(scheduler: SchedulerDep, model: ModelInfoDep) -> list[Slot]:
+    """The parallel slots and which are generating now (read-only: llama-server's save,
+    restore and erase actions are not offered)."""
+    slot_count = scheduler.parallel_slots
+    running = scheduler.snapshot().running
+    return [
+        {"id": i, "n_ctx": model.context_size // slot_count, "is_processing": i < running}
+        for i in range(slot_count)
+    ]

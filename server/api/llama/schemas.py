@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
+
+from server.api.limits import C_INT_MAX
+from server.api.sampling import Samples
 
 
 class LlamaBase(BaseModel):
@@ -60,3 +63,71 @@ class Props(TypedDict):
     build_info: str
     backend: str
     device: str | None
+
+
+# A prompt as llama-server takes it: text, token ids, text and ids mixed, or an object with
+# `prompt_string` (and `multimodal_data`, which a text model refuses).
+PromptPart = str | int
+SinglePrompt = str | list[PromptPart] | dict[str, Any]
+
+
+class CompletionRequest(LlamaBase):
+    """POST /completion (llama-server's native completion), with llama-server's defaults."""
+
+    model: str | None = None
+    # One prompt, or a list of prompts (then the answer is a list).
+    prompt: SinglePrompt | list[SinglePrompt] = ""
+    n_predict: int = Field(default=-1, ge=-1, le=C_INT_MAX, description="-1: until the end")
+    stream: bool = False
+    stop: list[str] | None = None
+    temperature: Annotated[float, Samples("temperature")] = Field(default=0.8, ge=0.0)
+    top_k: Annotated[int, Samples("top_k")] = Field(default=40, ge=0, le=C_INT_MAX)
+    top_p: Annotated[float, Samples("top_p")] = Field(default=0.95, ge=0.0, le=1.0)
+    min_p: Annotated[float, Samples("min_p")] = Field(default=0.05, ge=0.0, le=1.0)
+    seed: Annotated[int, Samples("seed")] = Field(default=-1, ge=-(C_INT_MAX + 1), le=2**32 - 1)
+    repeat_penalty: Annotated[float, Samples("rep_pen")] = Field(default=1.0, ge=0.0)
+    repeat_last_n: int = Field(default=64, ge=-1, le=C_INT_MAX)
+    presence_penalty: Annotated[float, Samples("presence_penalty")] = 0.0
+    frequency_penalty: Annotated[float, Samples("frequency_penalty")] = 0.0
+    ignore_eos: bool = False
+    logit_bias: dict[str, Any] | list[Any] | None = None
+    n_probs: int = Field(default=0, ge=0, le=100)
+    post_sampling_probs: bool = False
+    grammar: str | None = None
+    json_schema: dict[str, Any] | None = None
+    return_tokens: bool = False
+    response_fields: list[str] | None = None
+    cache_prompt: bool = True  # Hearth always reuses a shared prefix
+
+
+class ProbabilityEntry(TypedDict, total=False):
+    id: int
+    token: str
+    bytes: list[int]
+    logprob: float  # the model's own (default)
+    prob: float  # with post_sampling_probs
+
+
+class TokenProbabilities(ProbabilityEntry, total=False):
+    top_logprobs: list[ProbabilityEntry]
+    top_probs: list[ProbabilityEntry]
+
+
+class Timings(TypedDict):
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_token_ms: float
+    prompt_per_second: float
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float
+    predicted_per_second: float
+
+
+class Slot(TypedDict):
+    """One entry of GET /slots (read-only)."""
+
+    id: int
+    n_ctx: int
+    is_processing: bool

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from server.api.common import ChatOptions, ChatPlan, new_id, plan_chat, text_plan
+from server.api.common import (
+    ChatOptions,
+    ChatPlan,
+    new_id,
+    plan_chat,
+    text_plan,
+    with_penalty_window,
+)
 from server.api.errors import Dialect
 from server.api.function_tools import function_tools
 from server.api.ollama.schemas import (
@@ -16,7 +23,7 @@ from server.api.ollama.schemas import (
 )
 from server.api.sampling import sampling_from
 from server.core.chat import ChatMessage, ToolCall
-from server.core.types import GenerationRequest
+from server.core.types import GenerationRequest, SamplingParams
 
 
 def keeping_alive(plan: ChatPlan, body: OllamaGenerateRequest | OllamaChatRequest) -> ChatPlan:
@@ -30,6 +37,10 @@ def load_plan(body: OllamaGenerateRequest | OllamaChatRequest, id_prefix: str) -
         request_id=new_id(id_prefix), prompt="", max_tokens=1, keep_alive=body.keep_alive
     )
     return text_plan(replace(request, model_only=True))
+
+
+def sampling(options: OllamaOptions) -> SamplingParams:
+    return with_penalty_window(sampling_from(options), options.repeat_last_n)
 
 
 def _max_tokens(options: OllamaOptions, default: int) -> int:
@@ -51,7 +62,7 @@ def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan
         Dialect.OLLAMA,
         messages=messages,
         max_tokens=_max_tokens(body.options, options.default_max_tokens),
-        sampling=sampling_from(body.options),
+        sampling=sampling(body.options),
         stop=body.options.stop or (),
         response_schema=format_schema(body.format),
     )
@@ -82,7 +93,7 @@ def chat_plan(body: OllamaChatRequest, options: ChatOptions) -> ChatPlan:
         Dialect.OLLAMA,
         messages=chat_messages(body.messages),
         max_tokens=_max_tokens(body.options, options.default_max_tokens),
-        sampling=sampling_from(body.options),
+        sampling=sampling(body.options),
         stop=body.options.stop or (),
         tools=function_tools(body.tools),
         response_schema=format_schema(body.format),

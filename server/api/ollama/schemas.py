@@ -31,7 +31,10 @@ class OllamaOptions(OllamaBase):
     seed: Annotated[int | None, Samples("seed")] = None
     stop: list[str] | None = None
     repeat_penalty: Annotated[float | None, Samples("rep_pen")] = Field(default=None, gt=0.0)
+    # How far back the penalties look: 0 turns them off, -1 means the whole context.
+    repeat_last_n: int | None = Field(default=None, ge=-1, le=C_INT_MAX)
     presence_penalty: Annotated[float | None, Samples("presence_penalty")] = None
+    frequency_penalty: Annotated[float | None, Samples("frequency_penalty")] = None
 
 
 class OllamaFunctionCall(OllamaBase):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from server.api.common import (
@@ -21,11 +22,14 @@ from server.api.openai.schemas import (
     OpenAIChatMessage,
     OpenAIChatRequest,
     OpenAICompletionRequest,
+    OpenAISamplingFields,
     ResponsesRequest,
 )
 from server.api.sampling import sampling_from
+from server.api.token_bias import resolve_logit_bias
 from server.core.chat import ChatMessage, ToolCall, ToolSpec
-from server.core.types import GenerationRequest
+from server.core.engine import Tokenizer
+from server.core.types import GenerationRequest, SamplingParams
 
 # OpenAI's documented default for /v1/completions: a different one surprises clients.
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
@@ -34,15 +38,26 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 # -- completions -----------------------------------------------------------------------------
 
 
-def completion_plan(body: OpenAICompletionRequest, request_id: str) -> ChatPlan:
+def sampling(body: OpenAISamplingFields, tokenizer: Tokenizer) -> SamplingParams:
+    """The body's sampler settings, its logit_bias resolved to this model's token ids."""
+    bias = resolve_logit_bias(body.logit_bias, tokenizer, Dialect.OPENAI)
+    return replace(sampling_from(body), logit_bias=bias)
+
+
+def completion_plan(
+    body: OpenAICompletionRequest, request_id: str, tokenizer: Tokenizer
+) -> ChatPlan:
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt)
     generation = GenerationRequest(
         request_id=request_id,
         prompt=prompt,
         max_tokens=body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS,
-        sampling=sampling_from(body),
+        sampling=sampling(body, tokenizer),
         stop=stop_list(body.stop),
         genkey=body.genkey,
+        json_schema=body.json_schema,
+        grammar=None if body.json_schema is not None else body.grammar,
+        logprobs=body.logprobs,
     )
     return text_plan(generation)
 
@@ -95,33 +110,55 @@ def tool_choice(raw: str | dict[str, Any] | None, dialect: Dialect) -> ToolChoic
     return ToolChoice(ToolChoiceMode.REQUIRED, name)
 
 
+_NO_SCHEMA: dict[str, Any] = {}
+
+
 def response_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`response_format` / Responses `text.format` → a JSON schema for the whole reply."""
+    """`response_format` / Responses `text.format` → a JSON schema for the whole reply.
+
+    Every shape llama-server accepts: `text`, `json_object` (any object, or llama-server's
+    `schema` inside it), `json_schema` with OpenAI's nested `json_schema.schema` or a flat
+    `schema`. Another type, or a schema that is not an object, is a 400."""
     if not response_format:
         return None
     kind = response_format.get("type")
+    if kind == "text":
+        return None
     if kind == "json_object":
-        return {"type": "object"}
-    if kind == "json_schema":
+        schema = response_format.get("schema", _NO_SCHEMA)
+    elif kind == "json_schema":
         spec = response_format.get("json_schema", response_format)
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        return schema if isinstance(schema, dict) else {"type": "object"}
-    return None
+        schema = spec.get("schema", _NO_SCHEMA) if isinstance(spec, dict) else None
+    else:
+        raise APIError(
+            400,
+            f"response_format: unknown type {kind!r} (text, json_object or json_schema)",
+            dialect=Dialect.OPENAI,
+        )
+    if schema is _NO_SCHEMA:
+        return {"type": "object"}
+    if not isinstance(schema, dict):
+        raise APIError(400, "response_format: the schema must be an object", dialect=Dialect.OPENAI)
+    return schema
 
 
-def chat_plan(body: OpenAIChatRequest, options: ChatOptions) -> ChatPlan:
-    return plan_chat(
+def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenizer) -> ChatPlan:
+    schema = body.json_schema or response_schema(body.response_format)
+    plan = plan_chat(
         options,
         Dialect.OPENAI,
         messages=chat_messages(body.messages),
         max_tokens=body.max_completion_tokens or body.max_tokens or options.default_max_tokens,
-        sampling=sampling_from(body),
+        sampling=sampling(body, tokenizer),
         stop=stop_list(body.stop),
         tools=function_tools(body.tools),
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
-        response_schema=response_schema(body.response_format),
+        response_schema=schema,
         genkey=body.genkey,
     )
+    logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    grammar = body.grammar if plan.generation.json_schema is None else None
+    return replace(plan, generation=replace(plan.generation, grammar=grammar, logprobs=logprobs))
 
 
 # -- Responses -------------------------------------------------------------------------------

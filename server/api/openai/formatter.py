@@ -15,6 +15,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
+from server import __version__
 from server.api.common import ChatAnswer, failed, failure_message
 from server.api.errors import Dialect, ErrorKind, error_body
 from server.api.openai.schemas import (
@@ -23,8 +24,10 @@ from server.api.openai.schemas import (
     AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
+    ChatLogprobs,
     ChunkDelta,
     Completion,
+    CompletionLogprobs,
     ContentPartEvent,
     ErrorEvent,
     FunctionCallItem,
@@ -41,6 +44,7 @@ from server.api.openai.schemas import (
     ResponseUsage,
     TextDeltaEvent,
     TextDoneEvent,
+    TokenLogprobOut,
     ToolCallDelta,
     ToolCallOut,
 )
@@ -53,10 +57,12 @@ from server.core.tool_stream import (
     ToolCallDone,
     ToolCallStart,
 )
-from server.core.types import FinishReason, GenerationOutcome
+from server.core.types import FinishReason, GenerationOutcome, TokenChoice, TokenLogprob
 from server.gguf_metadata import GGUFSummary
 
 DONE = ServerSentEvent("[DONE]")
+# llama-server's clients (and its tests) read a build tag starting with "b" here.
+SYSTEM_FINGERPRINT = f"b-hearth-{__version__}"
 
 
 def model_meta(summary: GGUFSummary) -> ModelMeta:
@@ -98,37 +104,86 @@ def _failure(outcome: GenerationOutcome) -> list[ServerSentEvent]:
     return [_data(body), DONE]
 
 
+def _piece(choice: TokenChoice) -> str:
+    return choice.piece.decode("utf-8", errors="replace")
+
+
+def chat_logprobs(tokens: tuple[TokenLogprob, ...]) -> ChatLogprobs:
+    """Chat's `logprobs`: each token with its bytes and its most likely alternatives."""
+    content: list[TokenLogprobOut] = [
+        {
+            "token": _piece(token.chosen),
+            "logprob": token.chosen.logprob,
+            "bytes": list(token.chosen.piece),
+            "top_logprobs": [
+                {"token": _piece(top), "logprob": top.logprob, "bytes": list(top.piece)}
+                for top in token.top
+            ],
+        }
+        for token in tokens
+    ]
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(tokens: tuple[TokenLogprob, ...], offset: int = 0) -> CompletionLogprobs:
+    """The legacy completions' parallel lists; `offset`: where this text starts in the
+    whole reply (for `text_offset`)."""
+    offsets = []
+    for token in tokens:
+        offsets.append(offset)
+        offset += len(_piece(token.chosen))
+    return {
+        "tokens": [_piece(token.chosen) for token in tokens],
+        "token_logprobs": [token.chosen.logprob for token in tokens],
+        "top_logprobs": [{_piece(t): t.logprob for t in token.top} for token in tokens],
+        "text_offset": offsets,
+    }
+
+
 class _OpenAIStream(SSEFormat):
     dialect = Dialect.OPENAI
 
-    def __init__(self, completion_id: str, model: str, include_usage: bool) -> None:
+    def __init__(
+        self, completion_id: str, model: str, include_usage: bool, logprobs: bool = False
+    ) -> None:
         self._id = completion_id
         self._model = model
         self._created = int(time.time())
         self._include_usage = include_usage
+        self._logprobs = logprobs  # the client asked for them: sent, even when empty
 
 
 # -- /v1/completions -------------------------------------------------------------------------
 
 
 class CompletionWire(_OpenAIStream):
-    def _object(self, text: str, reason: str | None) -> Completion:
+    _sent_chars = 0  # text streamed so far, for the next chunk's text_offset
+
+    def _object(
+        self, text: str, reason: str | None, logprobs: CompletionLogprobs | None = None
+    ) -> Completion:
         return {
             "id": self._id,
             "object": "text_completion",
             "created": self._created,
             "model": self._model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}],
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}],
         }
 
     def whole(self, answer: ChatAnswer) -> Completion:
-        completion = self._object(answer.text, finish_reason(answer.outcome))
+        logprobs = completion_logprobs(answer.tokens.logprobs) if self._logprobs else None
+        completion = self._object(answer.text, finish_reason(answer.outcome), logprobs)
         completion["usage"] = usage(answer.outcome)
         return completion
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         if isinstance(item, TextDelta):
-            return [_data(self._object(item.text, None))]
+            logprobs = None
+            if self._logprobs:
+                logprobs = completion_logprobs(item.logprobs, self._sent_chars)
+            self._sent_chars += len(item.text)
+            return [_data(self._object(item.text, None, logprobs))]
         return []  # a plain completion has no tool calls
 
     def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
@@ -164,24 +219,31 @@ class ChatWire(_OpenAIStream):
         if tool_calls:
             message["tool_calls"] = tool_calls
         reason = finish_reason(answer.outcome, bool(answer.tool_calls))
+        logprobs = chat_logprobs(answer.tokens.logprobs) if self._logprobs else None
         return {
             "id": self._id,
             "object": "chat.completion",
             "created": self._created,
             "model": self._model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+                {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": reason}
             ],
             "usage": usage(answer.outcome),
         }
 
-    def _chunk(self, delta: ChunkDelta, reason: str | None = None) -> ChatCompletionChunk:
+    def _chunk(
+        self, delta: ChunkDelta, reason: str | None = None, logprobs: ChatLogprobs | None = None
+    ) -> ChatCompletionChunk:
         return {
             "id": self._id,
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": self._model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
+            ],
         }
 
     def opening(self) -> list[ServerSentEvent]:
@@ -190,8 +252,9 @@ class ChatWire(_OpenAIStream):
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         match item:
-            case TextDelta(text=text):
-                return [_data(self._chunk({"content": text}))]
+            case TextDelta(text=text, logprobs=tokens):
+                logprobs = chat_logprobs(tokens) if self._logprobs else None
+                return [_data(self._chunk({"content": text}, logprobs=logprobs))]
             case ToolCallStart(index=index, call_id=call_id, name=name):
                 # id, type and name once per index: the SDK concatenates repeated strings.
                 call: ToolCallDelta = {

@@ -49,17 +49,22 @@ async def _model_entry(name: str, path: Path | None) -> ModelEntry:
 
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)
 def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
-    plan = adapter.completion_plan(body, common.new_id("cmpl-"))
+    plan = adapter.completion_plan(body, common.new_id("cmpl-"), served.model.tokenizer)
     wire = formatter.CompletionWire(
-        plan.generation.request_id, served.model.name, body.include_usage
+        plan.generation.request_id,
+        served.model.name,
+        body.include_usage,
+        logprobs=body.logprobs is not None,
     )
     return Generation(plan, wire, body.stream)
 
 
 @generation_route(router, "/v1/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)
 def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
-    plan = adapter.chat_plan(body, served.chat_options("chatcmpl-"))
-    wire = formatter.ChatWire(plan.generation.request_id, served.model.name, body.include_usage)
+    plan = adapter.chat_plan(body, served.chat_options("chatcmpl-"), served.model.tokenizer)
+    wire = formatter.ChatWire(
+        plan.generation.request_id, served.model.name, body.include_usage, body.logprobs
+    )
     return Generation(plan, wire, body.stream)
 
 

@@ -40,12 +40,20 @@ class OpenAISamplingFields(OpenAIBase):
     presence_penalty: Annotated[float | None, Samples("presence_penalty")] = Field(
         default=None, ge=-2.0, le=2.0
     )
-    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: Annotated[float | None, Samples("frequency_penalty")] = Field(
+        default=None, ge=-2.0, le=2.0
+    )
+    # {"<token id>": bias}; llama-server also takes text keys, [[token or text, bias], ...]
+    # and `false` for a ban (server/api/token_bias.py checks them).
+    logit_bias: dict[str, Any] | list[Any] | None = None
     # KoboldCpp extras
     top_k: Annotated[OptionalTopK, Samples("top_k")] = None
     min_p: Annotated[float | None, Samples("min_p")] = Field(default=None, ge=0.0, le=1.0)
     repetition_penalty: Annotated[float | None, Samples("rep_pen")] = Field(default=None, gt=0.0)
     genkey: str = ""
+    # llama-server extras: a GBNF grammar, or a JSON schema, the reply must follow.
+    grammar: str | None = None
+    json_schema: dict[str, Any] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -58,6 +66,9 @@ class OpenAICompletionRequest(OpenAISamplingFields):
     model: str | None = None
     prompt: str | list[str] = ""
     max_tokens: TokenCount | None = None
+    logprobs: int | None = Field(
+        default=None, ge=0, le=20, description="Alternatives reported per token."
+    )
 
 
 class OpenAIContentPart(OpenAIBase):
@@ -96,6 +107,8 @@ class OpenAIChatRequest(OpenAISamplingFields):
     messages: list[OpenAIChatMessage] = Field(min_length=1)
     max_completion_tokens: TokenCount | None = None
     max_tokens: TokenCount | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[OpenAITool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -158,10 +171,19 @@ class OpenAIUsage(TypedDict):
     prompt_tokens_details: CachedTokens
 
 
+class CompletionLogprobs(TypedDict):
+    """The legacy completions' log-probabilities: parallel lists, one entry per token."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
 class CompletionChoice(TypedDict):
     index: int
     text: str
-    logprobs: None
+    logprobs: CompletionLogprobs | None
     finish_reason: str | None
 
 
@@ -172,6 +194,7 @@ class Completion(TypedDict):
     object: Literal["text_completion"]
     created: int
     model: str
+    system_fingerprint: str
     choices: list[CompletionChoice]
     usage: NotRequired[OpenAIUsage]
 
@@ -194,10 +217,25 @@ class AssistantMessage(TypedDict):
     tool_calls: NotRequired[list[ToolCallOut]]
 
 
+class TopLogprob(TypedDict):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprobOut(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(TypedDict):
+    content: list[TokenLogprobOut]
+    refusal: None
+
+
 class ChatChoice(TypedDict):
     index: int
     message: AssistantMessage
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str
 
 
@@ -208,6 +246,7 @@ class ChatCompletion(TypedDict):
     object: Literal["chat.completion"]
     created: int
     model: str
+    system_fingerprint: str
     choices: list[ChatChoice]
     usage: OpenAIUsage
 
@@ -233,7 +272,7 @@ class ChunkDelta(TypedDict, total=False):
 class ChunkChoice(TypedDict):
     index: int
     delta: ChunkDelta
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str | None
 
 
@@ -244,6 +283,7 @@ class ChatCompletionChunk(TypedDict):
     object: Literal["chat.completion.chunk"]
     created: int
     model: str
+    system_fingerprint: str
     choices: list[ChunkChoice]
     usage: NotRequired[OpenAIUsage]
 

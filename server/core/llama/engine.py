@@ -9,6 +9,7 @@ that starts with the same tokens only decodes what differs ("fast forwarding" in
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -27,6 +28,7 @@ from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
     check_grammar,
+    sample_with_logprobs,
     schema_grammar,
 )
 from server.core.llama.sequence import Sequence
@@ -65,6 +67,9 @@ class LlamaCppEngine:
         )
         batch_size = settings.batch_size
         self._batch = Batch(batch_size, blocked=self._slots.blocked)
+        # Token pieces for log-probabilities: the worker's own buffer (the event loop
+        # detokenizes with others meanwhile).
+        self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
         self._closed = False
 
@@ -123,6 +128,9 @@ class LlamaCppEngine:
     def check_json_schema(self, schema: dict[str, Any]) -> None:
         self._card.check_json_schema(schema)
 
+    def check_grammar(self, grammar: str) -> None:
+        self._card.check_grammar(grammar)
+
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
@@ -153,11 +161,12 @@ class LlamaCppEngine:
         """Give a request a free slot (the one whose cache shares the longest prefix); it
         then advances with every `step()`. Returns the handle events are reported under."""
         started = time.perf_counter()
-        max_tokens, prompt = self._loaded.fit_to_context(request)
+        max_tokens, prompt, truncated = self._loaded.fit(request)
         slot = self._slots.best_free({s.slot for s in self._active}, prompt)
         if slot is None:
             raise EngineError("no free slot for another sequence")
         reused = self._slots.prepare(slot, prompt)
+        grammar = schema_grammar(schema) if schema is not None else request.grammar
         sequence = Sequence(
             request=request,
             cancelled=cancelled,
@@ -166,10 +175,11 @@ class LlamaCppEngine:
             max_tokens=max_tokens,
             reused=reused,
             decoded=reused,
-            sampler=self._samplers.build(request.sampling, prompt, schema_grammar(schema)),
+            sampler=self._samplers.build(request.sampling, prompt, grammar),
             pipeline=TokenTextPipeline(request.stop, request.trim_stop),
             started=started,
             constrained=schema is not None,
+            truncated=truncated,
         )
         self._active.append(sequence)
         return sequence
@@ -210,16 +220,31 @@ class LlamaCppEngine:
         now = time.perf_counter()
         if sequence.prompt_done is None:
             sequence.prompt_done = now
-        token = llama.llama_sampler_sample(sequence.sampler, self._loaded.context, row)
+        wanted = sequence.request.logprobs
+        if wanted is None:
+            token = llama.llama_sampler_sample(sequence.sampler, self._loaded.context, row)
+        else:
+            loaded = self._loaded
+            token, logprob = sample_with_logprobs(
+                sequence.sampler,
+                llama.llama_get_logits_ith(loaded.context, row),
+                loaded.n_vocab,
+                wanted,
+                sequence.request.post_sampling_probs,
+                lambda t: loaded.token_bytes(t, special=True, buffer=self._piece_buffer),
+            )
         sequence.next_token = None
         if self._loaded.is_end(token):
             self._finish(sequence, FinishReason.STOP, events)
             return
         sequence.generated += 1
+        sequence.held_tokens.append(token)
+        if wanted is not None:
+            sequence.held_logprobs.append(logprob)
         text, stop = sequence.pipeline.push(self._loaded.token_bytes(token, special=False))
         if text:
             sequence.first_text_at = sequence.first_text_at or now
-            events.append((sequence, TokenEvent(text)))
+            events.append((sequence, sequence.release(text)))
         if stop is not None:
             self._finish(sequence, FinishReason.STOP, events, stop_sequence=stop)
         elif sequence.generated >= sequence.max_tokens:
@@ -242,9 +267,9 @@ class LlamaCppEngine:
         llama.llama_sampler_free(sequence.sampler)
         if stop_sequence is None and reason is not FinishReason.ERROR:
             rest = sequence.pipeline.finish()
-            if rest:
+            if rest or sequence.held_tokens:
                 sequence.first_text_at = sequence.first_text_at or time.perf_counter()
-                events.append((sequence, TokenEvent(rest)))
+                events.append((sequence, sequence.release(rest)))
         events.append((sequence, sequence.outcome(reason, stop_sequence, error)))
 
     def _model_says_yes(self, question_prompt: str, cancelled: threading.Event) -> bool:
@@ -301,6 +326,11 @@ class ModelCard:
             raise ValueError(str(exc)) from None
         if grammar is None or not check_grammar(self.vocabulary.vocab, grammar):
             raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
+
+    def check_grammar(self, grammar: str) -> None:
+        """ValueError unless llama.cpp parses `grammar` (GBNF with a `root` rule)."""
+        if not check_grammar(self.vocabulary.vocab, grammar):
+            raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a root rule)")
 
     def close(self) -> None:
         self.vocabulary.free_vocabulary()

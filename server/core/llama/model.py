@@ -153,6 +153,11 @@ class Vocabulary:
     def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
         """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays
         whole. Returns (max_tokens, prompt tokens)."""
+        max_tokens, tokens, _trimmed = self.fit(request)
+        return max_tokens, tokens
+
+    def fit(self, request: GenerationRequest) -> tuple[int, list[int], bool]:
+        """`fit_to_context`, also saying whether the prompt had to be trimmed."""
         limit = self.slot_context
         if request.max_context_length is not None:
             limit = min(limit, request.max_context_length)
@@ -163,13 +168,19 @@ class Vocabulary:
         # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
         # would cost seconds and memory for nothing. No token is longer than
         # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
-        text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
-        prompt = self.tokenize(text, add_bos=False, parse_special=True)
+        text = request.prompt
+        if request.prompt_tokens:
+            head = head if request.memory else []  # token prompts carry their own BOS
+            prompt = list(request.prompt_tokens)
+        else:
+            text = request.prompt[-limit * _MAX_TOKEN_CHARS :]
+            prompt = self.tokenize(text, add_bos=False, parse_special=True)
         room = max(limit - max_tokens - len(head), 1)
+        trimmed = len(prompt) > room or len(text) < len(request.prompt)
         if len(prompt) > room:
             prompt = prompt[len(prompt) - room :]
         tokens = head + prompt or [self.bos]  # an empty prompt still needs a token to start
-        return max_tokens, tokens[-limit:]
+        return max_tokens, tokens[-limit:], trimmed or len(tokens) > limit
 
 
 class LoadedModel(Vocabulary):

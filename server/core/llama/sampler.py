@@ -1,16 +1,21 @@
-"""The llama.cpp sampler chain for one request: grammar, banned end tokens, penalties, then
-greedy or top-k / top-p / min-p / temperature / seeded draw."""
+"""The llama.cpp sampler chain for one request: grammar, logit bias and banned end tokens,
+penalties, then greedy or top-k / top-p / min-p / temperature / seeded draw; and sampling that
+also reports token probabilities, read from the same logits (no second decode)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import math
+from collections.abc import Callable
 from typing import Any
 
 import llama_cpp as llama
+import numpy as np
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from server.core.engine import EngineError
-from server.core.types import SamplingParams
+from server.core.types import SamplingParams, TokenChoice, TokenLogprob
 
 # llama.cpp divides or multiplies logits by the repetition penalty and the temperature, and
 # subtracts the presence penalty. A penalty that is 0 as a float32 (5e-324 is) makes the
@@ -20,6 +25,9 @@ from server.core.types import SamplingParams
 _PENALTY_RANGE = (1e-6, 1e6)
 _PRESENCE_LIMIT = 1e6
 _MIN_TEMPERATURE = 1e-6  # below it the draw is greedy, which is what such a value means
+# A bias this large either way decides the token by itself; clamping keeps the arithmetic
+# finite (an infinite positive bias on two tokens would make their logits NaN).
+_BIAS_LIMIT = 1e6
 
 # One token is enough: " yes"/" no" style pieces are single tokens in every common vocabulary.
 YES_NO_GRAMMAR = 'root ::= "yes" | "no" | "Yes" | "No"'
@@ -54,9 +62,13 @@ class SamplerFactory:
 
     def build(self, sampling: SamplingParams, prompt: list[int], grammar: str | None) -> Any:
         chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
+        if sampling.logit_bias:
+            # Before the grammar: a grammar's -inf for a forbidden token must have the last
+            # word, whatever bias the client asked for.
+            llama.llama_sampler_chain_add(chain, self._logit_bias(sampling.logit_bias))
         if grammar is not None:
-            # First in the chain, over the whole vocabulary: later samplers then only ever see
-            # tokens the grammar allows, so sampling can never get stuck.
+            # Over the whole vocabulary, before the truncating samplers: they then only ever
+            # see tokens the grammar allows, so sampling can never get stuck.
             constraint = llama.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
             if not constraint:
                 llama.llama_sampler_free(chain)
@@ -77,19 +89,30 @@ class SamplerFactory:
         return chain
 
     def _end_token_ban(self) -> Any:
-        biases = (llama.llama_logit_bias * len(self._end_tokens))()
-        for slot, token in zip(biases, self._end_tokens, strict=True):
+        return self._logit_bias([(token, -math.inf) for token in self._end_tokens])
+
+    def _logit_bias(self, pairs: Any) -> Any:
+        valid = [(t, b) for t, b in pairs if 0 <= t < self._n_vocab]
+        biases = (llama.llama_logit_bias * len(valid))()
+        for slot, (token, bias) in zip(biases, valid, strict=True):
             slot.token = token
-            slot.bias = float("-inf")
+            slot.bias = bias if math.isinf(bias) and bias < 0 else _clamp(bias, _BIAS_LIMIT)
         return llama.llama_sampler_init_logit_bias(self._n_vocab, len(biases), biases)
 
     def _penalties(self, sampling: SamplingParams) -> Any:
-        if sampling.rep_pen == 1.0 and sampling.presence_penalty == 0.0:
+        if (
+            sampling.rep_pen == 1.0
+            and sampling.presence_penalty == 0.0
+            and sampling.frequency_penalty == 0.0
+        ):
             return None
         last_n = sampling.rep_pen_range if sampling.rep_pen_range > 0 else self._n_ctx
         repeat = min(max(sampling.rep_pen, _PENALTY_RANGE[0]), _PENALTY_RANGE[1])
-        presence = min(max(sampling.presence_penalty, -_PRESENCE_LIMIT), _PRESENCE_LIMIT)
-        return llama.llama_sampler_init_penalties(self._n_vocab, last_n, repeat, 0.0, presence)
+        presence = _clamp(sampling.presence_penalty, _PRESENCE_LIMIT)
+        frequency = _clamp(sampling.frequency_penalty, _PRESENCE_LIMIT)
+        return llama.llama_sampler_init_penalties(
+            self._n_vocab, last_n, repeat, frequency, presence
+        )
 
     @staticmethod
     def _add_draw(chain: Any, sampling: SamplingParams) -> None:
@@ -105,3 +128,75 @@ class SamplerFactory:
             add(chain, llama.llama_sampler_init_min_p(sampling.min_p, 1))
         add(chain, llama.llama_sampler_init_temp(sampling.temperature))
         add(chain, llama.llama_sampler_init_dist(sampling.seed & 0xFFFFFFFF))
+
+
+def _clamp(value: float, limit: float) -> float:
+    return min(max(value, -limit), limit)
+
+
+# llama_token_data {llama_token id; float logit; float p;}, as numpy sees it.
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
+
+def sample_with_logprobs(
+    chain: Any,
+    logits: Any,
+    n_vocab: int,
+    top_n: int,
+    post_sampling: bool,
+    piece: Callable[[int], bytes],
+) -> tuple[int, TokenLogprob]:
+    """Sample the next token as `llama_sampler_sample` does, and say how likely it was.
+
+    llama.cpp's one-call sampling keeps its candidate list to itself, so this runs the chain
+    over a candidate array of our own (the same samplers, the same order, then `accept`), and
+    reads the probabilities from the logits already computed: the model's own distribution
+    (log-softmax over the whole vocabulary, what OpenAI's `logprobs` mean), or with
+    `post_sampling` the one the draw really used (the candidates left after top-k/top-p/...,
+    llama-server's `post_sampling_probs`, then plain probabilities)."""
+    raw = np.ctypeslib.as_array(logits, shape=(n_vocab,)).astype(np.float32)
+    candidates = np.empty(n_vocab, dtype=_TOKEN_DATA)
+    candidates["id"] = np.arange(n_vocab, dtype=np.int32)
+    candidates["logit"] = raw
+    candidates["p"] = 0.0
+    array = llama.llama_token_data_array(
+        data=candidates.ctypes.data_as(ctypes.POINTER(llama.llama_token_data)),
+        size=n_vocab,
+        selected=-1,
+        sorted=False,
+    )
+    llama.llama_sampler_apply(chain, ctypes.byref(array))
+    if not 0 <= array.selected < array.size:
+        raise EngineError("the sampler chain selected no token")
+    token = int(candidates["id"][array.selected])
+    llama.llama_sampler_accept(chain, token)
+    if post_sampling:
+        kept = candidates[: array.size]
+        finite = kept[np.isfinite(kept["logit"])]
+        ids, values = _softmax(finite["id"], finite["logit"], log=False)
+        chosen = float(values[ids == token][0]) if np.any(ids == token) else 1.0
+        top = _top(ids, values, top_n, keep=lambda v: v > 0.0)
+    else:
+        ids, values = _softmax(np.arange(n_vocab, dtype=np.int32), raw, log=True)
+        chosen = float(values[token])
+        top = _top(ids, values, top_n, keep=math.isfinite)
+    choices = tuple(TokenChoice(int(i), piece(int(i)), float(v)) for i, v in top)
+    return token, TokenLogprob(TokenChoice(token, piece(token), chosen), choices)
+
+
+def _softmax(ids: Any, logits: Any, *, log: bool) -> tuple[Any, Any]:
+    """(ids, probabilities or log-probabilities) of `logits`, in float64 for accuracy."""
+    values = logits.astype(np.float64)
+    values -= values.max()
+    log_sum = math.log(float(np.exp(values).sum()))
+    values -= log_sum
+    return ids, values if log else np.exp(values)
+
+
+def _top(ids: Any, values: Any, n: int, keep: Callable[[float], bool]) -> list[tuple[int, float]]:
+    if n <= 0 or len(ids) == 0:
+        return []
+    n = min(n, len(ids))
+    best = np.argpartition(-values, n - 1)[:n]
+    best = best[np.argsort(-values[best], kind="stable")]
+    return [(int(ids[i]), float(values[i])) for i in best if keep(float(values[i]))]

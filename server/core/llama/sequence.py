@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from server.core.llama.slots import Slot
 from server.core.text_stream import TokenTextPipeline
-from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
+from server.core.types import (
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenEvent,
+    TokenLogprob,
+)
 
 
 @dataclass(eq=False)
@@ -27,11 +33,22 @@ class Sequence:
     pipeline: TokenTextPipeline
     started: float
     constrained: bool
+    truncated: bool = False  # the prompt's front was cut to fit
     generated: int = 0
     next_token: int | None = None  # sampled, decoded in the next step
     logits_row: int = -1  # the batch row whose logits this sequence samples from
     prompt_done: float | None = None
     first_text_at: float | None = None
+    # Generated tokens (and their log-probabilities, when asked) whose text is not sent yet.
+    held_tokens: list[int] = field(default_factory=list)
+    held_logprobs: list[TokenLogprob] = field(default_factory=list)
+
+    def release(self, text: str) -> TokenEvent:
+        """The event that sends `text`, carrying the tokens generated since the last one."""
+        event = TokenEvent(text, tuple(self.held_tokens), tuple(self.held_logprobs))
+        self.held_tokens.clear()
+        self.held_logprobs.clear()
+        return event
 
     def outcome(
         self, reason: FinishReason, stop_sequence: str | None, error: str | None
@@ -51,4 +68,5 @@ class Sequence:
             error=error,
             reused_prompt_tokens=self.reused,
             constrained=self.constrained,
+            prompt_truncated=self.truncated,
         )

@@ -1,0 +1,172 @@
+"""llama-server's native /completion answer and stream (`data:` lines, no `[DONE]`).
+
+Each stream event carries its text, the token ids that made it and, with `n_probs`, their
+probabilities; the last one has `stop: true` and the figures (`timings`, `stop_type`,
+`truncated`, ...). A failure after the stream began is an `{"error": ...}` event, as
+llama-server sends it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sse_starlette import ServerSentEvent
+
+from server.api.common import ChatAnswer, failed, failure_message
+from server.api.errors import Dialect, ErrorKind, error_body
+from server.api.llama.adapter import generation_settings
+from server.api.llama.schemas import (
+    CompletionRequest,
+    ProbabilityEntry,
+    Timings,
+    TokenProbabilities,
+)
+from server.api.respond import SSEFormat
+from server.core.tool_stream import ChatStreamEvent, TextDelta
+from server.core.types import FinishReason, GenerationOutcome, TokenChoice, TokenLogprob
+
+
+def timings(outcome: GenerationOutcome) -> Timings:
+    processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
+    prompt_ms = outcome.prompt_seconds * 1000
+    predicted_ms = outcome.generation_seconds * 1000
+    return {
+        "cache_n": outcome.reused_prompt_tokens,
+        "prompt_n": processed,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
+        "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
+        "predicted_n": outcome.completion_tokens,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": (
+            predicted_ms / outcome.completion_tokens if outcome.completion_tokens else 0.0
+        ),
+        "predicted_per_second": (
+            outcome.completion_tokens / outcome.generation_seconds
+            if outcome.generation_seconds
+            else 0.0
+        ),
+    }
+
+
+def stop_type(outcome: GenerationOutcome) -> str:
+    if outcome.finish_reason is FinishReason.LENGTH:
+        return "limit"
+    if outcome.finish_reason is FinishReason.STOP:
+        return "word" if outcome.stop_sequence is not None else "eos"
+    return "none"
+
+
+def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:
+    entry: ProbabilityEntry = {
+        "id": choice.token_id,
+        "token": choice.piece.decode("utf-8", errors="replace"),
+        "bytes": list(choice.piece),
+    }
+    if post_sampling:
+        entry["prob"] = choice.logprob  # a probability, not a log, after sampling
+    else:
+        entry["logprob"] = choice.logprob
+    return entry
+
+
+def probabilities(
+    tokens: tuple[TokenLogprob, ...], post_sampling: bool
+) -> list[TokenProbabilities]:
+    entries: list[TokenProbabilities] = []
+    for token in tokens:
+        entry: TokenProbabilities = {**_entry(token.chosen, post_sampling)}  # type: ignore[typeddict-item]
+        top = [_entry(choice, post_sampling) for choice in token.top]
+        entry["top_probs" if post_sampling else "top_logprobs"] = top
+        entries.append(entry)
+    return entries
+
+
+def nested_fields(paths: list[str], answer: Mapping[str, Any]) -> dict[str, Any]:
+    """llama-server's `response_fields`: only these values, each under its own path
+    ("generation_settings/n_predict"); a path that leads nowhere is left out."""
+    picked: dict[str, Any] = {}
+    for path in paths:
+        value: Any = answer
+        for key in path.split("/"):
+            if not isinstance(value, Mapping) or key not in value:
+                break
+            value = value[key]
+        else:
+            picked[path] = value
+    return picked
+
+
+class NativeCompletionWire(SSEFormat):
+    dialect = Dialect.OPENAI
+
+    def __init__(
+        self, body: CompletionRequest, model: str, prompt: str, n_ctx: int, index: int = 0
+    ) -> None:
+        self._body = body
+        self._model = model
+        self._prompt = prompt
+        self._n_ctx = n_ctx
+        self._index = index
+        self._predicted = 0
+
+    def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> dict[str, Any]:
+        outcome = answer.outcome
+        body = self._body
+        final: dict[str, Any] = {
+            "index": self._index,
+            "content": content,
+            "tokens": tokens,
+            "id_slot": 0,
+            "stop": True,
+            "model": self._model,
+            "tokens_predicted": outcome.completion_tokens,
+            "tokens_evaluated": outcome.prompt_tokens,
+            "generation_settings": generation_settings(body, outcome.seed, self._n_ctx),
+            "prompt": self._prompt,
+            "has_new_line": "\n" in answer.text,
+            "truncated": outcome.prompt_truncated,
+            "stop_type": stop_type(outcome),
+            "stopping_word": outcome.stop_sequence or "",
+            "tokens_cached": outcome.prompt_tokens + outcome.completion_tokens,
+            "timings": timings(outcome),
+        }
+        return final
+
+    def whole(self, answer: ChatAnswer) -> dict[str, Any]:
+        body = self._body
+        tokens = list(answer.tokens.token_ids) if body.return_tokens else []
+        final = self._final(answer, answer.text, tokens)
+        if body.n_probs > 0:
+            final["completion_probabilities"] = probabilities(
+                answer.tokens.logprobs, body.post_sampling_probs
+            )
+        if body.response_fields:
+            return nested_fields(body.response_fields, final)
+        return final
+
+    def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
+        if not isinstance(item, TextDelta):
+            return []
+        self._predicted += len(item.token_ids)
+        chunk: dict[str, Any] = {
+            "index": self._index,
+            "content": item.text,
+            "tokens": list(item.token_ids),
+            "stop": False,
+            "id_slot": -1,
+            "tokens_predicted": self._predicted,
+        }
+        if self._body.n_probs > 0:
+            chunk["completion_probabilities"] = probabilities(
+                item.logprobs, self._body.post_sampling_probs
+            )
+        return [ServerSentEvent(json.dumps(chunk))]
+
+    def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        if failed(answer.outcome):
+            body = error_body(Dialect.OPENAI, failure_message(answer.outcome), ErrorKind.SERVER)
+            return [ServerSentEvent(json.dumps(body))]
+        return [ServerSentEvent(json.dumps(self._final(answer, "", [])))]
