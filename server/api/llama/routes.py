@@ -3,7 +3,8 @@
 `/completions` and `/chat/completions` (without `/v1`, as llama-server also serves them) are
 the OpenAI routes; `/health`, `/props`, `/tokenize`, `/detokenize` and `/apply-template` are
 llama-server's own, with its field names. Errors use the OpenAI shape, as llama-server does.
-Work in progress for issue 13: `/completion`, `/slots` and `/metrics` are not served yet.
+Work in progress for issue 13: `/completion` and `/slots` are not served yet (`/metrics` is
+server/api/metrics.py).
 """
 
 from __future__ import annotations
