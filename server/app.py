@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,6 +25,8 @@ from server.api.errors import (
 from server.api.kobold.admin import router as admin_router
 from server.api.kobold.routes import router as kobold_router
 from server.api.llama.routes import router as llama_router
+from server.api.metrics import metrics_registry
+from server.api.metrics import router as metrics_router
 from server.api.model_choice import ModelChoice
 from server.api.ollama.pull import PullLocks
 from server.api.ollama.routes import router as ollama_router
@@ -92,6 +95,9 @@ def create_app(
     app.state.pull_locks = PullLocks()
     app.state.model_choice = model_choice
     app.state.request_numbers = itertools.count(1)
+    # /metrics (--metrics): a registry of this app's own; None answers its 404.
+    app.state.metrics_registry = metrics_registry(scheduler) if settings.metrics else None
+    app.state.started_at_unix = time.time()
     _add_routes_and_handlers(app)
     return app
 
@@ -115,6 +121,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         anthropic_router,
         ollama_router,
         llama_router,
+        metrics_router,
     )
     for router in (*routers, pages_router):
         app.include_router(router)

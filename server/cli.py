@@ -44,6 +44,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "maxrequestsize": ("--maxrequestsize",),
     "defaultgenamt": ("--defaultgenamt",),
     "quiet": ("--quiet",),
+    "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
     "nofastforward": ("--nofastforward",),
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),

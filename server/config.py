@@ -102,6 +102,11 @@ class HearthSettings(BaseModel):
         default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
     )
     quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    # llama-server's --metrics. KoboldCpp has no such setting, so `metrics` is a key of
+    # Hearth's own in a .kcpps file; a file without it means off.
+    metrics: bool = Field(
+        default=False, description="Serve Prometheus metrics at /metrics (llama-server's names)."
+    )
     noshift: bool = Field(
         default=False,
         description="No ContextShift: recompute a trimmed long chat instead of shifting it.",

@@ -52,6 +52,13 @@ ADMIN_PASSWORD_TOOLTIP = (
     "may switch the model."
 )
 
+METRICS_TOOLTIP = (
+    "Serve Prometheus metrics at /metrics on the server's address (e.g. "
+    "http://127.0.0.1:5001/metrics), as llama-server's --metrics does: "
+    "llama-server's llamacpp:* figures (tokens, speeds, requests running and waiting) and "
+    "Hearth's own (503s, aborts, disconnects, queue wait). The password, when set, guards it."
+)
+
 
 class QuickLaunchTab(SettingsForm):
     def __init__(
@@ -236,6 +243,7 @@ class NetworkTab(SettingsForm):
         self.quiet = self.add_check(
             "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
         )
+        self.metrics = self.add_check("metrics", "Prometheus Metrics", METRICS_TOOLTIP)
 
     def load(self, settings: HearthSettings) -> None:
         self.host.setText(settings.host)
@@ -244,6 +252,7 @@ class NetworkTab(SettingsForm):
         self.parallel.setValue(max(settings.parallelrequests, 1))
         self.password.setText(settings.password or "")
         self.quiet.setChecked(settings.quiet)
+        self.metrics.setChecked(settings.metrics)
 
     def read(self) -> dict[str, Any]:
         return {
@@ -253,6 +262,7 @@ class NetworkTab(SettingsForm):
             "parallelrequests": self.parallel.value(),
             "password": self.password.text() or None,
             "quiet": self.quiet.isChecked(),
+            "metrics": self.metrics.isChecked(),
         }
 
 

@@ -291,9 +291,11 @@ def submit(
         except ValueError as exc:
             raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
     try:
-        return scheduler.submit(generation)
+        job = scheduler.submit(generation)
     except QueueFullError:
         raise busy_error() from None
+    scheduler.count_admitted(dialect.value)
+    return job
 
 
 async def _bursts(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
+from server.core.counters import DecodeCounts
 from server.core.placement import Placement
 from server.core.types import EngineEvent, GenerationRequest
 
@@ -94,4 +95,15 @@ class BatchEngine(Engine, Protocol):
 
     def step(self) -> list[tuple[object, EngineEvent]]:
         """Advance every active sequence by one decode; return the events it produced."""
+        ...
+
+
+@runtime_checkable
+class CountsDecodes(Protocol):
+    """An engine that counts its decodes, for /metrics (llama-server's n_decode_total and
+    n_busy_slots_per_decode); an engine without (a scripted one) reports none."""
+
+    @property
+    def decode_counts(self) -> DecodeCounts:
+        """Totals since the engine was loaded; read from any thread (plain integers)."""
         ...

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from server.core.chat import ChatTemplate
-from server.core.engine import BatchEngine, Engine, EngineError
+from server.core.counters import DecodeCounts
+from server.core.engine import BatchEngine, CountsDecodes, Engine, EngineError
 from server.core.placement import Placement
 from server.core.types import EngineEvent, GenerationRequest
 
@@ -52,6 +53,7 @@ class EnginePool:
         self._slots = first.parallel_slots if isinstance(first, BatchEngine) else 1
         self._expires_at: dict[str, float] = {}  # keep_alive deadlines (time.monotonic)
         self.loading: str | None = None  # the model being loaded now, for perf
+        self._unloaded_decodes = DecodeCounts()  # of the engines closed so far, for /metrics
 
     @property
     def current(self) -> Engine:
@@ -121,6 +123,8 @@ class EnginePool:
     def _close(self, name: str, engine: Engine) -> None:
         logger.info("Unloading %s", name)
         self._expires_at.pop(name, None)
+        if isinstance(engine, CountsDecodes):
+            self._unloaded_decodes = self._unloaded_decodes.plus(engine.decode_counts)
         engine.close()
 
     # -- keep_alive (Ollama): how long a model stays loaded after a job ------------------------
@@ -170,6 +174,16 @@ class EnginePool:
                 logger.exception("Could not load %s again", name)
         if self._current_name not in self._loaded and self._loaded:
             self._current_name = next(reversed(self._loaded))
+
+    @property
+    def decode_counts(self) -> DecodeCounts:
+        """Decodes of every model since the server started, unloaded ones included (any
+        thread: the engines list is copied at once, each count is a plain integer)."""
+        total = self._unloaded_decodes
+        for engine in list(self._loaded.values()):
+            if isinstance(engine, CountsDecodes):
+                total = total.plus(engine.decode_counts)
+        return total
 
     # -- the Engine protocol, delegated to the current model (worker thread only) --------------
 

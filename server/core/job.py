@@ -49,7 +49,8 @@ class Job:
     state: JobState = JobState.QUEUED
     text_parts: list[str] = field(default_factory=list)
     outcome: GenerationOutcome | None = None
-    submitted_at: float = field(default_factory=time.monotonic)
+    submitted_at: float = field(default_factory=time.monotonic)  # admitted (time.monotonic)
+    started_at: float | None = None  # taken from the line by the worker; None while waiting
 
     @property
     def text(self) -> str:

@@ -32,7 +32,8 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
-from server.core.engine import BatchEngine, Engine, EngineError
+from server.core.counters import DecodeCounts, ServerCounters
+from server.core.engine import BatchEngine, CountsDecodes, Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.core.job import DEFAULT_MAX_PENDING_EVENTS, Job, JobState
 from server.core.types import (
@@ -102,6 +103,17 @@ class QueueSnapshot:
         return self.loading_model or self.model
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsReading:
+    """What /metrics shows: the totals, the queue now, and the engine's decodes (None when
+    the engine does not count them)."""
+
+    counters: ServerCounters
+    running: int
+    waiting: int
+    decodes: DecodeCounts | None
+
+
 FinishedCallback = Callable[[Job], None]
 
 
@@ -126,6 +138,8 @@ class Scheduler:
         self._last_finished: Job | None = None
         self._finished_by_genkey: OrderedDict[str, Job] = OrderedDict()
         self._perf = PerfCounters()
+        self._counters = ServerCounters()
+        self._decodes_reported = DecodeCounts()
         self._stopping = False
         self._closing = False  # shut_down() was called: admit nothing more
         self._worker: threading.Thread | None = None
@@ -184,11 +198,13 @@ class Scheduler:
         job = Job(request=request, loop=asyncio.get_running_loop(), max_pending=self._max_pending)
         with self._lock:
             if self._closing:
+                self._counters.busy_responses += 1
                 raise QueueFullError
             self._perf.last_request_at = time.monotonic()
             # Count in-flight requests, not the line alone: a job the worker has not picked up
             # yet is about to run, not waiting behind the running ones.
             if self._in_flight() >= self._slots + self._max_waiting:
+                self._counters.busy_responses += 1
                 raise QueueFullError
             self._waiting.append(job)
             self._lock.notify()
@@ -203,14 +219,17 @@ class Scheduler:
         go out together (one write instead of many); at model speed each batch holds one.
         With `idle_timeout`, `None` is yielded whenever nothing happened for that long (the job
         waits in line or reads a long prompt), so a stream can send a keep-alive. Leaving
-        early (client gone) cancels the job.
+        early (client gone) cancels the job and counts a disconnect.
         """
+        ended = False  # the outcome went to the consumer
         try:
             while True:
                 if job.inbox:
                     batch = [job.inbox.popleft() for _ in range(len(job.inbox))]
+                    # Set before the yield: a consumer may stop right after reading the end.
+                    ended = isinstance(batch[-1], GenerationOutcome)
                     yield batch
-                    if isinstance(batch[-1], GenerationOutcome):
+                    if ended:
                         return
                     continue
                 job.arrived.clear()
@@ -222,6 +241,9 @@ class Scheduler:
                     yield None
         finally:
             # Reached on CancelledError/GeneratorExit too: the consumer is gone, so is the job.
+            if not ended:
+                with self._lock:
+                    self._counters.disconnects += 1
             if job.state is not JobState.DONE:
                 self.cancel(job)
 
@@ -271,6 +293,7 @@ class Scheduler:
                 ][:1]
             else:
                 targets = [j for j in self._running if not j.request.genkey or not self._waiting]
+            self._counters.aborts += len(targets)
         for target in targets:
             self.cancel(target)
         return AbortResult(success=bool(targets), done=bool(targets))
@@ -316,8 +339,41 @@ class Scheduler:
         name = engine.model_name
         return QueueSnapshot(waiting, running, self._perf, name, (name,), None, (math.inf,))
 
+    def take_metrics(self) -> MetricsReading:
+        """The totals for /metrics; the throughput window restarts, as each llama-server
+        scrape restarts it (its rates are over the time since the previous scrape)."""
+        engine = self._engine
+        counted = engine.decode_counts if isinstance(engine, CountsDecodes) else None
+        with self._lock:
+            counters = self._counters.copy()
+            self._counters.restart_window()
+            running = min(self._in_flight(), self._slots)
+            waiting = self._in_flight() - running
+            if counted is not None:
+                # Read while the worker may be unloading a model (its decodes move from the
+                # loaded to the unloaded total): never report less than before, or scrapers
+                # would see a counter reset.
+                reported = self._decodes_reported
+                counted = DecodeCounts(
+                    max(counted.calls, reported.calls), max(counted.busy_slots, reported.busy_slots)
+                )
+                self._decodes_reported = counted
+        return MetricsReading(counters, running, waiting, counted)
+
+    def count_admitted(self, source: str) -> None:
+        """Count a request admitted through `source` (a dialect), for /metrics."""
+        with self._lock:
+            self._counters.admitted(source)
+
     def _in_flight(self) -> int:
         return len(self._waiting) + len(self._running)
+
+    def _mark_running(self, job: Job) -> None:
+        """Lock held: a job just taken from `_waiting` starts; its wait is measured."""
+        job.state = JobState.RUNNING
+        job.started_at = time.monotonic()
+        self._running.append(job)
+        self._counters.queue_wait.observe(job.started_at - job.submitted_at)
 
     # -- worker thread ----------------------------------------------------------------------
 
@@ -331,8 +387,7 @@ class Scheduler:
                 needed = self._models_waiting()
                 job = self._waiting.popleft() if self._waiting else None
                 if job is not None:
-                    job.state = JobState.RUNNING
-                    self._running.append(job)
+                    self._mark_running(job)
             self._unload_expired(needed)
             if job is None:
                 continue
@@ -435,18 +490,15 @@ class Scheduler:
                         # Another model: after the batch drains (arrival order across models)
                         if not handles and not admitted:
                             switching = self._waiting.popleft()
-                            switching.state = JobState.RUNNING
-                            self._running.append(switching)
+                            self._mark_running(switching)
                         break
                     if not batchable(job.request):
                         if not handles and not admitted:
                             alone = self._waiting.popleft()
-                            alone.state = JobState.RUNNING
-                            self._running.append(alone)
+                            self._mark_running(alone)
                         break  # it waits for the batch to drain; later arrivals wait behind it
                     self._waiting.popleft()
-                    job.state = JobState.RUNNING
-                    self._running.append(job)
+                    self._mark_running(job)
                     admitted.append(job)
             if switching is not None:
                 failure = self._use_model(switching)
@@ -529,6 +581,7 @@ class Scheduler:
         if job.request.model_only:
             pass  # a model load or unload: not a generation for perf
         elif ran or outcome.finish_reason is not FinishReason.CANCELLED:
+            self._counters.record_outcome(outcome)
             self._perf.last_outcome = outcome
             self._perf.total_gens += 1
             self._last_finished = job

@@ -3,7 +3,7 @@
 `/completions` and `/chat/completions` (without `/v1`, as llama-server also serves them) are
 the OpenAI routes; `/completion`, `/health`, `/props`, `/slots`, `/tokenize`, `/detokenize`
 and `/apply-template` are llama-server's own, with its field names. Errors use the OpenAI
-shape, as llama-server does.
+shape, as llama-server does. (`/metrics` is server/api/metrics.py.)
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import llama_cpp as llama
 
 from server.config import HearthSettings
 from server.core.chat import ChatTemplate
+from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
 from server.core.llama.model import LoadedModel, Vocabulary
@@ -56,6 +57,7 @@ class LlamaCppEngine:
         self._loaded = loaded
         self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
         self._name = model_display_name(loaded.path)
+        self.decode_counts = DecodeCounts()  # for /metrics (server/core/engine.CountsDecodes)
         self._slots = SlotCache(
             loaded.memory,
             max(1, settings.parallelrequests),
@@ -200,6 +202,7 @@ class LlamaCppEngine:
                 error = f"llama_decode failed with status {status}"
                 self._finish(sequence, FinishReason.ERROR, events, error=error)
             return events
+        self.decode_counts.record(len(self._active))
         for sequence, tokens in added:
             sequence.slot.cached.extend(tokens)
         for sequence in [s for s in self._active if s.logits_row >= 0]:
