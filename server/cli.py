@@ -29,6 +29,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "admin": ("--admin",),
     "admindir": ("--admindir",),
     "adminpassword": ("--adminpassword",),
+    "embeddingsmodel": ("--embeddingsmodel",),
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),
@@ -61,6 +62,7 @@ _METAVARS = {
     "password": "PASSWORD",
     "admindir": "DIR",
     "adminpassword": "PASSWORD",
+    "embeddingsmodel": "FILE",
 }
 
 

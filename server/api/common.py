@@ -32,6 +32,7 @@ from server.core.tool_stream import (
     whole_call_events,
 )
 from server.core.types import (
+    EmbeddingsEvent,
     EngineEvent,
     FinishReason,
     GenerationOutcome,
@@ -209,6 +210,8 @@ class ChatReader:
     def read(self, event: EngineEvent) -> list[ChatStreamEvent | ChatEnd]:
         if isinstance(event, TokenEvent):
             return self._read_text(event.text)
+        if isinstance(event, EmbeddingsEvent):
+            return []  # a chat plan never embeds
         if failed(event):
             return [ChatEnd(ChatAnswer("".join(self._parts), (), event))]
         if self._parser is not None:

@@ -13,6 +13,9 @@ from typing import Any
 # KoboldCpp's default `--multiuser` (requests in flight), also what the legacy value 1 means.
 DEFAULT_MULTIUSER = 10
 
+# One input of an embedding request: text, or token ids of the model that embeds it.
+EmbedInput = str | tuple[int, ...]
+
 
 class FinishReason(enum.Enum):
     """Why a generation ended. Dialect formatters map these onto their own vocabulary."""
@@ -67,6 +70,12 @@ class GenerationRequest:
     # Load `model` and generate nothing (Ollama's empty prompt, KoboldCpp's admin reload);
     # with keep_alive 0 it unloads instead (`model` None: every loaded model).
     model_only: bool = False
+    # Embed these inputs instead of generating: one EmbeddingsEvent with a vector per input,
+    # in order, then the outcome (`prompt` and the sampling fields are unused).
+    embed_inputs: tuple[EmbedInput, ...] = ()
+    # An embedding input longer than the model takes is cut to fit (Ollama's and KoboldCpp's
+    # `truncate`) instead of refusing the request (OpenAI's and llama-server's rule).
+    embed_truncate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,15 @@ class TokenEvent:
     """A piece of generated text: always whole UTF-8 characters, never part of a stop string."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsEvent:
+    """What an embedding request produced, delivered once, before its GenerationOutcome."""
+
+    vectors: tuple[tuple[float, ...], ...]  # one per input, in order, of unit length
+    token_counts: tuple[int, ...]  # tokens embedded per input (after any truncation)
+    decodes: int = 1  # llama.cpp decodes they took: several inputs share one
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +111,9 @@ class GenerationOutcome:
     constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
     # Ended because the server is shutting down (finish_reason ERROR, `error` says so).
     server_stopping: bool = False
+    # Refused as sent (finish_reason ERROR, `error` says why): the client's mistake, such as
+    # an embedding input longer than the model takes, so an HTTP 400 rather than a 500.
+    input_rejected: bool = False
 
 
-EngineEvent = TokenEvent | GenerationOutcome
+EngineEvent = TokenEvent | EmbeddingsEvent | GenerationOutcome
