@@ -18,14 +18,14 @@ from server.app import create_app
 from server.cli import CommandLine, parse_command_line
 from server.config import HearthSettings
 from server.console import announce_start, setup_console_logging
-from server.core.engine import Engine, EngineError
+from server.core.engine import Embedder, Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.gpu_backends import gpu_backends
 from server.http_server import http_server
 from server.kcpps import SettingsFileError
 from server.model_catalog import ModelCatalog
 from server.model_fetch import downloaded_models, model_for
-from server.model_file import ModelFileError
+from server.model_file import ModelFileError, check_gguf_file
 from server.netcheck import port_in_use
 from server.parent_watch import stop_when_launcher_leaves
 
@@ -80,6 +80,7 @@ def serve(settings: HearthSettings) -> int:
     """Load the model, serve until interrupted, and close the model before returning."""
     # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
     from server.core.llama import LlamaCppEngine
+    from server.core.llama.embedder import Embedder as LlamaEmbedder
 
     if port_in_use(settings.listen_host, settings.port_param):
         logger.error(
@@ -95,14 +96,29 @@ def serve(settings: HearthSettings) -> int:
         logger.error("hearth: %s", exc)
         return EXIT_USAGE
     try:
+        embeddings_path = embeddings_model_path(settings)
+    except ModelFileError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    try:
         engine: Engine = LlamaCppEngine.load(model_path, settings)
     except EngineError as exc:
         logger.error("hearth: %s", exc)
         return EXIT_MODEL_FAILED
     try:
-        engine, choice = with_models(settings, model_path, engine)
+        embedder = (
+            None if embeddings_path is None else LlamaEmbedder.load(embeddings_path, settings)
+        )
+    except EngineError as exc:
+        engine.close()
+        logger.error("hearth: --embeddingsmodel %s", exc)
+        return EXIT_MODEL_FAILED
+    try:
+        engine, choice = with_models(settings, model_path, engine, embedder)
     except ModelFileError as exc:
         engine.close()
+        if embedder is not None:
+            embedder.close()
         logger.error("hearth: %s", exc)
         return EXIT_USAGE
     # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
@@ -130,12 +146,24 @@ def serve(settings: HearthSettings) -> int:
     return 0
 
 
+def embeddings_model_path(settings: HearthSettings) -> Path | None:
+    """--embeddingsmodel's file, checked before anything loads (None: the chat model embeds)."""
+    if not settings.embeddingsmodel:
+        return None
+    path = Path(settings.embeddingsmodel).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"--embeddingsmodel {path}: no such model file")
+    check_gguf_file(path)
+    return path
+
+
 def with_models(
-    settings: HearthSettings, model_path: Path, engine: Engine
+    settings: HearthSettings, model_path: Path, engine: Engine, embedder: Embedder | None = None
 ) -> tuple[EnginePool, ModelChoice]:
     """The engine behind a pool that loads, switches and unloads models between jobs, and the
     API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
-    there and every model downloaded into the Hugging Face cache."""
+    there and every model downloaded into the Hugging Face cache. `embedder`: a separate
+    embeddings model (--embeddingsmodel), which then serves every embedding request."""
     from server.core.llama import LlamaCppEngine
     from server.core.llama.engine import ModelCard
 
@@ -154,6 +182,7 @@ def with_models(
         {entry.name: entry.path for entry in catalog.entries},
         lambda path: LlamaCppEngine.load(path, settings),
         settings.maxloadedmodels,
+        embedder,
     )
     slots = max(1, settings.parallelrequests)
     choice = ModelChoice(

@@ -23,13 +23,16 @@ from server.api.errors import (
     request_validation_handler,
 )
 from server.api.kobold.admin import router as admin_router
+from server.api.kobold.embeddings import router as kobold_embeddings_router
 from server.api.kobold.routes import router as kobold_router
 from server.api.llama.routes import router as llama_router
 from server.api.metrics import metrics_registry
 from server.api.metrics import router as metrics_router
 from server.api.model_choice import ModelChoice
+from server.api.ollama.embeddings import router as ollama_embeddings_router
 from server.api.ollama.pull import PullLocks
 from server.api.ollama.routes import router as ollama_router
+from server.api.openai.embeddings import router as openai_embeddings_router
 from server.api.openai.routes import router as openai_router
 from server.api.openapi import document_request_models
 from server.api.pages import router as pages_router
@@ -122,6 +125,9 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         ollama_router,
         llama_router,
         metrics_router,
+        openai_embeddings_router,
+        ollama_embeddings_router,
+        kobold_embeddings_router,
     )
     for router in (*routers, pages_router):
         app.include_router(router)

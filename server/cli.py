@@ -29,6 +29,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "admin": ("--admin",),
     "admindir": ("--admindir",),
     "adminpassword": ("--adminpassword",),
+    "embeddingsmodel": ("--embeddingsmodel",),
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),
@@ -62,6 +63,7 @@ _METAVARS = {
     "password": "PASSWORD",
     "admindir": "DIR",
     "adminpassword": "PASSWORD",
+    "embeddingsmodel": "FILE",
 }
 
 

@@ -44,6 +44,11 @@ class HearthSettings(BaseModel):
     maxloadedmodels: int = Field(
         default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
     )
+    # KoboldCpp's --embeddingsmodel: embedding requests use this GGUF instead of the chat model.
+    embeddingsmodel: str | None = Field(
+        default=None,
+        description="GGUF model for the embeddings routes (none: the chat model embeds).",
+    )
     # KoboldCpp's admin mode: /api/admin/list_options and /api/admin/reload_config switch the
     # model of a running server (Hearth switches in place instead of restarting).
     admin: bool = Field(default=False, description="Allow switching models over the admin API.")
@@ -147,6 +152,7 @@ class HearthSettings(BaseModel):
         "defaultmodel",
         "admindir",
         "adminpassword",
+        "embeddingsmodel",
         mode="before",
     )
     @classmethod

@@ -7,7 +7,7 @@ import logging
 from server.config import HearthSettings
 from server.core.job import Job
 from server.core.placement import CPU_ONLY, Placement
-from server.core.types import FinishReason
+from server.core.types import FinishReason, GenerationOutcome
 from server.gpu_backends import GPU_BUILD_HINT
 from server.netcheck import url_host
 
@@ -105,6 +105,9 @@ class RequestLog:
         if outcome is None:
             return
         request = job.request
+        if request.embed_inputs:
+            self._embedded(job, outcome)
+            return
         ttft = (
             f"{outcome.time_to_first_token:.2f}s"
             if outcome.time_to_first_token is not None
@@ -136,6 +139,28 @@ class RequestLog:
         if not self._quiet:
             logger.info("[%s] input: %r", request.request_id, _preview(request.prompt))
             logger.info("[%s] output: %r", request.request_id, _preview(job.text))
+
+    def _embedded(self, job: Job, outcome: GenerationOutcome) -> None:
+        """An embedding request's line: inputs, tokens, decodes, seconds, how it ended."""
+        request = job.request
+        inputs = len(request.embed_inputs)
+        decodes = job.embeddings.decodes if job.embeddings else 0
+        logger.info(
+            "[%s] embedded %d input%s, %d tokens, in %d decode%s, %.2fs, stop: %s",
+            request.request_id,
+            inputs,
+            "" if inputs == 1 else "s",
+            outcome.prompt_tokens,
+            decodes,
+            "" if decodes == 1 else "s",
+            outcome.prompt_seconds,
+            outcome.finish_reason.value,
+        )
+        if outcome.error:
+            logger.info("[%s] error: %s", request.request_id, outcome.error)
+        first = request.embed_inputs[0]
+        if not self._quiet and isinstance(first, str):
+            logger.info("[%s] input: %r", request.request_id, _preview(first))
 
 
 def _preview(text: str) -> str:

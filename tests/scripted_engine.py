@@ -6,6 +6,8 @@ A test double: it lives under tests/, so the packaged binary does not carry it.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +19,8 @@ from server.core.engine import EngineError
 from server.core.placement import CPU_ONLY, Placement
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
+    EmbeddingsEvent,
+    EmbedInput,
     EngineEvent,
     FinishReason,
     GenerationOutcome,
@@ -24,9 +28,15 @@ from server.core.types import (
     TokenEvent,
 )
 
+# The scripted model's vectors: a digest of the input's bytes, so the same input always gives
+# the same vector and different inputs differ.
+SCRIPTED_EMBEDDING_SIZE = 8
+
 
 class ScriptedEngine:
     """Emits `pieces` in order (cycling when a request wants more), one per `token_seconds`.
+    Embedding requests get one vector per input (`scripted_embedding`); an input longer than
+    the context is refused, or cut with `embed_truncate`.
 
     `fail_after`: raise an EngineError after that many tokens, to exercise failure paths.
     `end_after`: behave as if the model produced its end-of-sequence token after that many.
@@ -93,6 +103,9 @@ class ScriptedEngine:
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
         self.requests.append(request)
+        if request.embed_inputs:
+            yield from self._embed(request)
+            return
         started = time.perf_counter()
         pipeline = TokenTextPipeline(request.stop, request.trim_stop)
         finish = FinishReason.LENGTH
@@ -130,5 +143,29 @@ class ScriptedEngine:
             constrained=request.json_schema is not None,
         )
 
+    def _embed(self, request: GenerationRequest) -> Iterator[EngineEvent]:
+        counts: list[int] = []
+        for index, item in enumerate(request.embed_inputs):
+            tokens = len(self._input_ids(item))
+            if tokens > self._context_size and not request.embed_truncate:
+                error = f"input {index} is {tokens} tokens long; at most {self._context_size}"
+                yield GenerationOutcome(FinishReason.ERROR, error=error, input_rejected=True)
+                return
+            counts.append(min(tokens, self._context_size))
+        vectors = tuple(scripted_embedding(item) for item in request.embed_inputs)
+        yield EmbeddingsEvent(vectors, tuple(counts))
+        yield GenerationOutcome(FinishReason.STOP, prompt_tokens=sum(counts))
+
+    def _input_ids(self, item: EmbedInput) -> list[int]:
+        return self.tokenize(item) if isinstance(item, str) else list(item)
+
     def close(self) -> None:
         pass
+
+
+def scripted_embedding(item: EmbedInput) -> tuple[float, ...]:
+    """The unit vector ScriptedEngine gives an embedding input."""
+    data = item.encode() if isinstance(item, str) else repr(item).encode()
+    values = [byte - 127.5 for byte in hashlib.sha256(data).digest()[:SCRIPTED_EMBEDDING_SIZE]]
+    norm = math.sqrt(sum(value * value for value in values))
+    return tuple(value / norm for value in values)

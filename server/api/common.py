@@ -33,6 +33,7 @@ from server.core.tool_stream import (
     whole_call_events,
 )
 from server.core.types import (
+    EmbeddingsEvent,
     EngineEvent,
     FinishReason,
     GenerationOutcome,
@@ -244,6 +245,8 @@ class ChatReader:
     def read(self, event: EngineEvent) -> list[ChatStreamEvent | ChatEnd]:
         if isinstance(event, TokenEvent):
             return self._read_text(event)
+        if isinstance(event, EmbeddingsEvent):
+            return []  # a chat plan never embeds
         collected = self._collected
         if failed(event):
             return [ChatEnd(ChatAnswer(collected.text, (), event, collected.trace))]

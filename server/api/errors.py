@@ -73,7 +73,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # llama-server's own routes answer errors in the OpenAI shape, as llama-server does.
 LLAMA_SERVER_PATHS = frozenset(
     {"/completions", "/chat/completions", "/tokenize", "/detokenize", "/apply-template"}
-    | {"/health", "/props", "/completion", "/slots", "/metrics"}
+    | {"/health", "/props", "/completion", "/slots", "/metrics", "/embeddings"}
 )
 
 

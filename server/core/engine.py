@@ -47,7 +47,8 @@ class Engine(Tokenizer, SchemaChecker, Protocol):
 
     `generate` runs on the scheduler's worker thread. It must yield `TokenEvent`s as text becomes
     safe to send and end with exactly one `GenerationOutcome`; it checks `cancelled` between
-    tokens so an abort or a departed client stops work within one token.
+    tokens so an abort or a departed client stops work within one token. A request with
+    `embed_inputs` yields one `EmbeddingsEvent` instead of text.
     """
 
     @property
@@ -74,6 +75,18 @@ class Engine(Tokenizer, SchemaChecker, Protocol):
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class Embedder(Protocol):
+    """A model serving embedding requests apart from the chat model (--embeddingsmodel)."""
+
+    def embed(
+        self, request: GenerationRequest, cancelled: threading.Event
+    ) -> Iterator[EngineEvent]:
+        """One EmbeddingsEvent for `request.embed_inputs`, then the GenerationOutcome."""
+        ...
 
     def close(self) -> None: ...
 

@@ -7,7 +7,8 @@ asked for it: the models loaded before stay (with one slot, the evicted one is l
 A pool may hold no model at all (Ollama's keep_alive 0, KoboldCpp's unload_model); the API
 names the model of every job (server/api/model_choice.py), `use(None)` loads the last one.
 Other threads may read `loading`, `current_name` and `loaded_names` (plain attribute reads) for
-/api/extra/perf.
+/api/extra/perf. With a separate embeddings model (--embeddingsmodel), embedding requests go to
+it and never load or switch a chat model (`embeds_apart`).
 
 The API side must not reach into the pool's engines (they may be closed between two calls):
 requests are planned with each model's vocabulary (server/core/llama/model.Vocabulary).
@@ -26,7 +27,7 @@ from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
-from server.core.engine import BatchEngine, CountsDecodes, Engine, EngineError
+from server.core.engine import BatchEngine, CountsDecodes, Embedder, Engine, EngineError
 from server.core.placement import Placement
 from server.core.types import EngineEvent, GenerationRequest
 
@@ -43,8 +44,10 @@ class EnginePool:
         paths: dict[str, Path],
         loader: Loader,
         max_loaded: int = 1,
+        embedder: Embedder | None = None,
     ) -> None:
         self._paths = paths
+        self._embedder = embedder
         self._loader = loader
         self._max_loaded = max(1, max_loaded)
         self._loaded: OrderedDict[str, Engine] = OrderedDict([(first_name, first)])
@@ -103,6 +106,11 @@ class EnginePool:
             self.loading = None
         self._loaded[name] = engine
         self._current_name = name
+
+    def embeds_apart(self, request: GenerationRequest) -> bool:
+        """An embedding request that the separate embeddings model serves: it needs no chat
+        model loaded, so the scheduler neither switches nor keeps one alive for it."""
+        return self._embedder is not None and bool(request.embed_inputs)
 
     def needs_load(self, name: str | None) -> bool:
         return (name or self._current_name) not in self._loaded
@@ -229,6 +237,8 @@ class EnginePool:
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
+        if self._embedder is not None and request.embed_inputs:
+            return self._embedder.embed(request, cancelled)
         return self.current.generate(request, cancelled)
 
     def start_sequence(self, request: GenerationRequest, cancelled: threading.Event) -> object:
@@ -245,3 +255,6 @@ class EnginePool:
         for engine in self._loaded.values():
             engine.close()
         self._loaded.clear()
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None

@@ -11,7 +11,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from server.core.types import EngineEvent, GenerationOutcome, GenerationRequest, TokenEvent
+from server.core.types import (
+    EmbeddingsEvent,
+    EngineEvent,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenEvent,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +54,7 @@ class Job:
     stopped_by_shutdown: bool = False
     state: JobState = JobState.QUEUED
     text_parts: list[str] = field(default_factory=list)
+    embeddings: EmbeddingsEvent | None = None  # what an embedding request produced
     outcome: GenerationOutcome | None = None
     submitted_at: float = field(default_factory=time.monotonic)  # admitted (time.monotonic)
     started_at: float | None = None  # taken from the line by the worker; None while waiting

@@ -38,6 +38,7 @@ from server.core.engine_pool import EnginePool
 from server.core.job import DEFAULT_MAX_PENDING_EVENTS, Job, JobState
 from server.core.types import (
     DEFAULT_MULTIUSER,
+    EmbeddingsEvent,
     EngineEvent,
     FinishReason,
     GenerationOutcome,
@@ -420,7 +421,7 @@ class Scheduler:
 
     def _needs_switch(self, job: Job) -> bool:
         pool = self._engine
-        if not isinstance(pool, EnginePool):
+        if not isinstance(pool, EnginePool) or pool.embeds_apart(job.request):
             return False
         wanted = job.request.model
         return (
@@ -434,7 +435,7 @@ class Scheduler:
         job's failure outcome when that fails (the models loaded before keep serving). A
         model-only job with keep_alive 0 unloads instead."""
         pool = self._engine
-        if not isinstance(pool, EnginePool):
+        if not isinstance(pool, EnginePool) or pool.embeds_apart(job.request):
             return None
         request = job.request
         if request.model_only and request.keep_alive == 0:
@@ -454,6 +455,8 @@ class Scheduler:
         """Start the job's model's keep_alive clock once the job is over (worker thread)."""
         pool, request = self._engine, job.request
         if not isinstance(pool, EnginePool) or (request.model_only and request.keep_alive == 0):
+            return
+        if pool.embeds_apart(request):
             return
         name = request.model or pool.model_name
         if name in pool.loaded_names:
@@ -541,7 +544,8 @@ class Scheduler:
                     del handles[handle]
                     self._finish(job, event)
                 else:
-                    job.text_parts.append(event.text)
+                    if isinstance(event, TokenEvent):
+                        job.text_parts.append(event.text)
                     job.deliver(event)
 
     def _finish(self, job: Job, outcome: GenerationOutcome) -> None:
@@ -559,7 +563,10 @@ class Scheduler:
             for event in self._engine.generate(request, job.cancelled):
                 if isinstance(event, GenerationOutcome):
                     return event
-                job.text_parts.append(event.text)
+                if isinstance(event, TokenEvent):
+                    job.text_parts.append(event.text)
+                elif isinstance(event, EmbeddingsEvent):
+                    job.embeddings = event
                 job.deliver(event)
         except Exception as exc:
             logger.exception("generation %s failed", request.request_id)
@@ -578,8 +585,8 @@ class Scheduler:
         job.state = JobState.DONE
         job.outcome = outcome
         ran = outcome.prompt_tokens > 0 or outcome.completion_tokens > 0
-        if job.request.model_only:
-            pass  # a model load or unload: not a generation for perf
+        if job.request.model_only or job.request.embed_inputs:
+            pass  # a model load or unload, or embeddings: not a generation for perf
         elif ran or outcome.finish_reason is not FinishReason.CANCELLED:
             self._counters.record_outcome(outcome)
             self._perf.last_outcome = outcome
@@ -625,6 +632,8 @@ def _seeded(request: GenerationRequest) -> GenerationRequest:
 
 def unbatchable_reason(request: GenerationRequest) -> str | None:
     """Why a request must run alone (KoboldCpp's list, for what Hearth supports)."""
+    if request.embed_inputs:
+        return "embeddings"  # their own context, several inputs in one decode
     if request.json_schema is not None:
         return "grammar (tool call or JSON format)"
     if request.grammar is not None:

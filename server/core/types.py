@@ -13,6 +13,9 @@ from typing import Any
 # KoboldCpp's default `--multiuser` (requests in flight), also what the legacy value 1 means.
 DEFAULT_MULTIUSER = 10
 
+# One input of an embedding request: text, or token ids of the model that embeds it.
+EmbedInput = str | tuple[int, ...]
+
 
 class FinishReason(enum.Enum):
     """Why a generation ended. Dialect formatters map these onto their own vocabulary."""
@@ -83,6 +86,13 @@ class GenerationRequest:
     logprobs: int | None = None
     post_sampling_probs: bool = False
 
+    # Embed these inputs instead of generating: one EmbeddingsEvent with a vector per input,
+    # in order, then the outcome (`prompt` and the sampling fields are unused).
+    embed_inputs: tuple[EmbedInput, ...] = ()
+    # An embedding input longer than the model takes is cut to fit (Ollama's and KoboldCpp's
+    # `truncate`) instead of refusing the request (OpenAI's and llama-server's rule).
+    embed_truncate: bool = False
+
 
 @dataclass(frozen=True, slots=True)
 class TokenChoice:
@@ -116,6 +126,15 @@ class TokenEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingsEvent:
+    """What an embedding request produced, delivered once, before its GenerationOutcome."""
+
+    vectors: tuple[tuple[float, ...], ...]  # one per input, in order, of unit length
+    token_counts: tuple[int, ...]  # tokens embedded per input (after any truncation)
+    decodes: int = 1  # llama.cpp decodes they took: several inputs share one
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationOutcome:
     """The last event of every generation, with the figures the console and perf report."""
 
@@ -133,6 +152,9 @@ class GenerationOutcome:
     constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
     # Ended because the server is shutting down (finish_reason ERROR, `error` says so).
     server_stopping: bool = False
+    # Refused as sent (finish_reason ERROR, `error` says why): the client's mistake, such as
+    # an embedding input longer than the model takes, so an HTTP 400 rather than a 500.
+    input_rejected: bool = False
 
 
-EngineEvent = TokenEvent | GenerationOutcome
+EngineEvent = TokenEvent | EmbeddingsEvent | GenerationOutcome

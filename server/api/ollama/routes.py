@@ -52,7 +52,8 @@ OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display 
 # a request's keep_alive says otherwise, so that is what it sends for "no deadline".
 NEVER_UNLOADS = timedelta(microseconds=(2**63 - 1) // 1000)
 # What this server can do with any model: generate and chat, and tool calls (grammar-bound,
-# or the model's own format with --jinjatools). No embeddings, images, insert or thinking.
+# or the model's own format with --jinjatools). No images, insert or thinking. Embeddings work
+# (/api/embed) but are not listed: Ollama lists "embedding" for embedding-only models.
 CAPABILITIES = ("completion", "tools")
 logger = logging.getLogger(__name__)
 

@@ -104,7 +104,7 @@ def _bad_keep_alive(value: object) -> float:
     raise ValueError(f'time: invalid duration "{value}" (use seconds, or e.g. "5m", "1h", "-1")')
 
 
-class _KeepsAlive(OllamaBase):
+class KeepsAlive(OllamaBase):
     # Seconds the model stays loaded once idle (0: unload at once, negative: never). Absent:
     # Hearth keeps the model loaded until another replaces it (Ollama's default is 5 minutes).
     keep_alive: float | None = None
@@ -115,7 +115,7 @@ class _KeepsAlive(OllamaBase):
         return keep_alive_seconds(value)
 
 
-class OllamaGenerateRequest(_KeepsAlive):
+class OllamaGenerateRequest(KeepsAlive):
     """POST /api/generate. An empty prompt only loads the model (unloads with keep_alive 0)."""
 
     model: str
@@ -127,7 +127,7 @@ class OllamaGenerateRequest(_KeepsAlive):
     options: OllamaOptions = Field(default_factory=OllamaOptions)
 
 
-class OllamaChatRequest(_KeepsAlive):
+class OllamaChatRequest(KeepsAlive):
     """POST /api/chat. No messages only loads the model (unloads with keep_alive 0)."""
 
     model: str

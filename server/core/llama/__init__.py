@@ -4,6 +4,7 @@
 - `slots.py`: the KV cache's sequences, prefix reuse and ContextShift.
 - `sampler.py`: each request's llama.cpp sampler chain (grammar, penalties, draw).
 - `engine.py`: `LlamaCppEngine`, batching every active request into one decode per step.
+- `embedder.py`: embeddings, in a context of their own (several inputs per decode).
 - `native.py`: the ctypes extras (persistent thread pool, with a start-up check of the
   struct layout it assumes) and llama.cpp's log and progress callbacks.
 """

@@ -24,6 +24,7 @@ from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
+from server.core.llama.embedder import Embedder
 from server.core.llama.model import LoadedModel, Vocabulary
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
@@ -73,6 +74,8 @@ class LlamaCppEngine:
         # detokenizes with others meanwhile).
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
+        self._settings = settings
+        self._embedder: Embedder | None = None  # created by the first embedding request
         self._closed = False
 
     @classmethod
@@ -136,7 +139,11 @@ class LlamaCppEngine:
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
-        """One request on its own (the serial path; also grammar-bound requests)."""
+        """One request on its own (the serial path; also grammar-bound and embedding
+        requests)."""
+        if request.embed_inputs:
+            yield from self._embeddings().embed(request, cancelled)
+            return
         schema = request.json_schema
         decision = request.schema_decision_prompt
         # "auto" tool choice: the model is asked first whether it wants to call a tool.
@@ -214,7 +221,22 @@ class LlamaCppEngine:
             return
         self._closed = True
         self._batch.free()
+        if self._embedder is not None:  # its context uses the model: freed first
+            self._embedder.close()
         self._loaded.close()
+
+    def _embeddings(self) -> Embedder:
+        """The embedding context on this model, created when first needed: most servers
+        never embed, and it costs memory."""
+        if self._embedder is None:
+            self._embedder = Embedder.on_model(self._loaded, self._settings)
+            logger.info(
+                "Embeddings from %s: %d dimensions, at most %d tokens per input",
+                self._name,
+                self._embedder.size,
+                self._embedder.capacity,
+            )
+        return self._embedder
 
     # -- a step ----------------------------------------------------------------------------
 
