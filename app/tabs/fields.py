@@ -3,6 +3,8 @@ range, and an error label beside each field for values the settings model reject
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -92,14 +94,29 @@ def line_edit(placeholder: str = "", password: bool = False) -> QLineEdit:
 def folder_picker(edit: QLineEdit, title: str) -> QWidget:
     """`edit` with a Browse… button beside it that fills it with a folder the user picks
     (starting from the folder it names); the row is what a form shows."""
-    browse = QPushButton("Browse…")
 
     def choose_folder() -> None:
         folder = QFileDialog.getExistingDirectory(edit, title, edit.text().strip())
         if folder:
             edit.setText(folder)
 
-    browse.clicked.connect(choose_folder)
+    return _with_browse(edit, choose_folder)
+
+
+def file_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
+    """`edit` with a Browse… button that fills it with a file the user picks."""
+
+    def choose_file() -> None:
+        path, _ = QFileDialog.getOpenFileName(edit, title, edit.text().strip(), file_filter)
+        if path:
+            edit.setText(path)
+
+    return _with_browse(edit, choose_file)
+
+
+def _with_browse(edit: QLineEdit, choose: Callable[[], None]) -> QWidget:
+    browse = QPushButton("Browse…")
+    browse.clicked.connect(choose)
     row = QWidget()
     layout = QHBoxLayout(row)
     layout.setContentsMargins(0, 0, 0, 0)

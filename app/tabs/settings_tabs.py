@@ -16,7 +16,14 @@ from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.model_info import describe_model
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.fields import ERROR_STYLE, SettingsForm, folder_picker, line_edit, spin_box
+from app.tabs.fields import (
+    ERROR_STYLE,
+    SettingsForm,
+    file_picker,
+    folder_picker,
+    line_edit,
+    spin_box,
+)
 from app.tabs.gpu_fields import GpuFields
 from server.config import HearthSettings
 from server.gpu_backends import gpu_backends as find_gpu_backends
@@ -57,6 +64,13 @@ METRICS_TOOLTIP = (
     "http://127.0.0.1:5001/metrics), as llama-server's --metrics does: "
     "llama-server's llamacpp:* figures (tokens, speeds, requests running and waiting) and "
     "Hearth's own (503s, aborts, disconnects, queue wait). The password, when set, guards it."
+)
+
+
+EMBEDDINGS_MODEL_TOOLTIP = (
+    "A separate GGUF for /v1/embeddings, /api/embed and /api/extra/embeddings (KoboldCpp's "
+    "--embeddingsmodel), such as nomic-embed or bge. Empty: the text model embeds, which is "
+    "slow for long inputs on models with a large vocabulary."
 )
 
 
@@ -105,6 +119,17 @@ class QuickLaunchTab(SettingsForm):
         self.add_row("maxloadedmodels", "Max Loaded Models:", self.max_loaded, MAX_LOADED_TOOLTIP)
         self.default_model = line_edit("none: unknown names are not found")
         self.add_row("defaultmodel", "Default Model:", self.default_model, DEFAULT_MODEL_TOOLTIP)
+        self.embeddings_model = line_edit("none: the text model embeds")
+        self.add_row(
+            "embeddingsmodel",
+            "Embeddings Model:",
+            file_picker(
+                self.embeddings_model,
+                "Choose a GGUF embedding model",
+                "GGUF models (*.gguf);;All files (*)",
+            ),
+            EMBEDDINGS_MODEL_TOOLTIP,
+        )
         # Both mean something only with a folder; their values are kept (and saved) either way.
         self.model_dir.textChanged.connect(self._model_dir_changed)
         self._model_dir_changed()
@@ -182,6 +207,7 @@ class QuickLaunchTab(SettingsForm):
         self.model_dir.setText(settings.modeldir or "")
         self.max_loaded.setValue(settings.maxloadedmodels)
         self.default_model.setText(settings.defaultmodel or "")
+        self.embeddings_model.setText(settings.embeddingsmodel or "")
         self.context_size.setValue(settings.contextsize)
         self.threads.setValue(settings.threads if settings.threads > 0 else -1)
         # On a CPU-only build the fields show "None" but the loaded values are saved back as
@@ -197,6 +223,7 @@ class QuickLaunchTab(SettingsForm):
             "modeldir": self.model_dir.text().strip() or None,
             "maxloadedmodels": self.max_loaded.value(),
             "defaultmodel": self.default_model.text().strip() or None,
+            "embeddingsmodel": self.embeddings_model.text().strip() or None,
             "contextsize": self.context_size.value(),
             "threads": self.threads.value(),
             **self.gpu.read(),

@@ -12,6 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.run_view import RunView
+from server.cli import parse_command_line
 from server.config import HearthSettings
 
 
@@ -146,3 +147,29 @@ def test_an_older_servers_perf_still_shows(qtbot: QtBot) -> None:
     assert view.model.text() == "Model: -"
     view.show_perf({})
     assert view.state.text() == "Idle"
+
+
+def test_embeddings_model_field_round_trips_and_reaches_the_server(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = tmp_path / "nomic-embed.gguf"
+    loaded = tmp_path / "loaded.kcpps"
+    loaded.write_text(json.dumps({"embeddingsmodel": str(embedder)}))
+    assert window.load_file(loaded)
+    assert window.quick.embeddings_model.text() == str(embedder)
+    settings = window.read_settings()
+    assert settings is not None and settings.embeddingsmodel == str(embedder)
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        window.server, "start", lambda _program, arguments: started.append(arguments)
+    )
+    monkeypatch.setattr(window.poller, "start", lambda _url: None)
+    assert window.launch()
+    arguments = started[0]
+    served = parse_command_line(arguments[arguments.index("--skiplauncher") :]).settings
+    assert served.embeddingsmodel == str(embedder)
+
+    window.quick.embeddings_model.setText("")
+    saved = window.save_file(tmp_path / "saved.kcpps")
+    assert saved is not None and not json.loads(saved.read_text()).get("embeddingsmodel")
