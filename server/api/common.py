@@ -271,7 +271,9 @@ class ChatReader:
         self._collected.add(event)
         if self._parser is not None:
             return list(self._parser.feed(event.text))
-        if self._plan.constrained_tools or not event.text:
+        # An event without text still carries the log-probabilities of tokens that render as
+        # nothing (control tokens): sent, so a stream's logprobs match the whole answer's.
+        if self._plan.constrained_tools or not (event.text or event.logprobs):
             return []
         return [TextDelta(event.text, event.token_ids, event.logprobs)]
 

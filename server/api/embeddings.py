@@ -64,7 +64,7 @@ class EmbeddingRoute:
         give: with --embeddingsmodel, that file whatever the body names (as KoboldCpp);
         otherwise the model the body names (the dialect's 404 if none matches)."""
         if self.settings.embeddingsmodel:
-            return None, model_display_name(Path(self.settings.embeddingsmodel))
+            return None, model_display_name(Path(self.settings.embeddingsmodel).expanduser())
         info = await named_model(self.request, self.scheduler, self.served, name, self.dialect)
         return info, info.name
 
@@ -72,7 +72,7 @@ class EmbeddingRoute:
         """The length of the vectors the embedding model gives, from its GGUF header (None
         for a scripted engine)."""
         if self.settings.embeddingsmodel:
-            path: Path | None = Path(self.settings.embeddingsmodel)
+            path: Path | None = Path(self.settings.embeddingsmodel).expanduser()
         else:
             info, _ = await self.model(name)
             path = info.path if info is not None else None

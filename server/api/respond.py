@@ -40,7 +40,7 @@ from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_js
 from server.api.model_choice import ModelChoice
 from server.api.openapi import json_answer, json_body
 from server.config import HearthSettings
-from server.core.job import Job
+from server.core.job import Job, JobState
 from server.core.scheduler import QueueFullError, Scheduler
 from server.core.tool_stream import ChatStreamEvent
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, TokenEvent
@@ -215,24 +215,32 @@ async def whole_answers(
     dialect: Dialect,
 ) -> list[ChatAnswer] | None:
     """Several generations queued together (they batch with parallel slots), answered whole
-    in order; None if the client left."""
-    jobs = []
+    in order; None if the client left. All are read at once (a job whose events nobody read
+    would be dropped as a stalled client), and none outlives the request."""
+    jobs: list[Job] = []
+    collectors = [TokenCollector() for _ in plans]
     try:
         for plan in plans:
-            generation = _on_model(request, model, plan.generation)
-            jobs.append(submit(scheduler, model, generation, dialect))
-    except APIError:
-        for job in jobs:  # all or nothing: the ones already queued must not run for nobody
-            scheduler.cancel(job)
-        raise
+            jobs.append(
+                submit(scheduler, model, _on_model(request, model, plan.generation), dialect)
+            )
+        reading = asyncio.gather(
+            *(_collect(scheduler, job, into) for job, into in zip(jobs, collectors, strict=True))
+        )
+        outcomes = await unless_disconnected(request, reading)
+    except ClientDisconnectedError:
+        return None
+    finally:
+        for job in jobs:  # a refused or abandoned request runs nothing for nobody
+            if job.state is not JobState.DONE:
+                scheduler.cancel(job)
     answers = []
-    for job, plan in zip(jobs, plans, strict=True):
-        answer = await _finished_answer(request, scheduler, job, plan, dialect)
-        if answer is None:
-            for later in jobs:
-                scheduler.cancel(later)
-            return None
-        answers.append(answer)
+    for plan, outcome, collected in zip(plans, outcomes, collectors, strict=True):
+        if outcome.server_stopping:
+            raise busy_error()
+        if failed(outcome):
+            raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
+        answers.append(read_answer(plan, collected.text, outcome, collected.trace))
     return answers
 
 

@@ -10,6 +10,7 @@ llama-server ignores it: a typo should not silently do nothing.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from server.api.common import tokens_without_bos
 from server.api.errors import APIError, Dialect
 from server.core.engine import Tokenizer
 
+_TOKEN_ID = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١٢" are text
 LogitBias = tuple[tuple[int, float], ...]
 # What clients send: a mapping, or llama-server's list of pairs.
 RawLogitBias = Mapping[str, Any] | Sequence[Any]
@@ -64,7 +66,7 @@ def _tokens(key: Any, tokenizer: Tokenizer, dialect: Dialect) -> list[int]:
         return [_checked_id(key, tokenizer, dialect)]
     if not isinstance(key, str) or not key:
         raise APIError(400, f"logit_bias: {key!r} is not a token id or text", dialect=dialect)
-    if key.lstrip("-").isdigit():
+    if _TOKEN_ID.fullmatch(key):
         return [_checked_id(int(key), tokenizer, dialect)]
     return tokens_without_bos(tokenizer, key, special=False)
 

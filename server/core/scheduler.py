@@ -321,10 +321,7 @@ class Scheduler:
 
     def snapshot(self) -> QueueSnapshot:
         with self._lock:
-            # A job the worker has not picked up yet counts as running if a slot is free for
-            # it, as in `submit`.
-            running = min(self._in_flight(), self._slots)
-            waiting = self._in_flight() - running
+            running, waiting = self._running_and_waiting()
         engine = self._engine
         if isinstance(engine, EnginePool):
             loaded = tuple(engine.loaded_names)
@@ -348,8 +345,7 @@ class Scheduler:
         with self._lock:
             counters = self._counters.copy()
             self._counters.restart_window()
-            running = min(self._in_flight(), self._slots)
-            waiting = self._in_flight() - running
+            running, waiting = self._running_and_waiting()
             if counted is not None:
                 # Read while the worker may be unloading a model (its decodes move from the
                 # loaded to the unloaded total): never report less than before, or scrapers
@@ -365,6 +361,16 @@ class Scheduler:
         """Count a request admitted through `source` (a dialect), for /metrics."""
         with self._lock:
             self._counters.admitted(source)
+
+    def _running_and_waiting(self) -> tuple[int, int]:
+        """(running, waiting), lock held. A job the worker has not picked up yet counts as
+        running if a slot is free for it (as in `submit`); none is while a job that must run
+        alone (grammar, embeddings, a model switch) holds the engine."""
+        running = len(self._running)
+        alone = any(not batchable(job.request) or job.request.model_only for job in self._running)
+        free = 0 if alone else self._slots - running
+        joining = min(len(self._waiting), max(free, 0))
+        return running + joining, len(self._waiting) - joining
 
     def _in_flight(self) -> int:
         return len(self._waiting) + len(self._running)

@@ -470,3 +470,50 @@ def test_logprobs_bias_and_penalties_batch_with_others(two_slots: RunningServer)
     bound = native(two_slots, {"prompt": "Hi", "n_predict": 8, "grammar": 'root ::= "b"{3}'})
     assert bound["content"] == "bbb"
     two_slots.wait_for_output("Batching disabled due to grammar")
+
+
+def test_a_request_running_alone_leaves_the_other_slot_idle(two_slots: RunningServer) -> None:
+    """While a grammar-bound request holds the engine alone, a plain one waits: /slots shows
+    one slot busy and perf one waiting (not two busy)."""
+    bound = stream_native(two_slots, {"prompt": "Hi", "n_predict": 300, "grammar": 'root ::= "b"+'})
+    next(bound)
+    waiter = threading.Thread(
+        target=lambda: post(two_slots, "/completion", {"prompt": "Hi", "n_predict": 2})
+    )
+    waiter.start()
+    for _ in range(600):  # until the scheduler has it in line (a readiness poll)
+        if httpx.get(f"{two_slots.base_url}/api/extra/perf").json()["queue"] == 1:
+            break
+        threading.Event().wait(0.05)
+    slots = httpx.get(f"{two_slots.base_url}/slots").json()
+    bound.close()
+    waiter.join(120)
+    assert [slot["is_processing"] for slot in slots] == [True, False]
+
+
+# -- inputs that must not hurt the server ------------------------------------------------------
+
+
+def test_hostile_grammars_and_biases_are_refused_or_survived(hearth: RunningServer) -> None:
+    deep = "root ::= " + "(" * 5000 + '"a"' + ")" * 5000
+    refused = post(hearth, "/completion", {"prompt": "Hi", "grammar": deep})
+    assert refused.status_code == 400 and "nest" in refused.json()["error"]["message"]
+    # Every token the grammar allows banned: a ban becomes a huge finite penalty there, so the
+    # grammar still decides (a -inf ban would make llama.cpp's grammar throw and end the
+    # process).
+    banned = native(
+        hearth,
+        {"prompt": "Hi", "n_predict": 4, "grammar": 'root ::= "a"', "logit_bias": [["a", False]]},
+    )
+    assert banned["content"] == "a"
+    text_key = native(hearth, {"prompt": "Hi", "n_predict": 1, "logit_bias": {"²": -1}})
+    assert isinstance(text_key["content"], str)  # "²" is text, not a token id
+    once = native(hearth, {"prompt": PROMPT, "n_predict": 0, "return_tokens": True})
+    assert len(once["tokens"]) <= 1
+    bad_choice = post(
+        hearth,
+        "/v1/messages/count_tokens",
+        {"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "bogus"}},
+    )
+    assert bad_choice.status_code == 400 and bad_choice.json()["type"] == "error"
+    assert httpx.get(f"{hearth.base_url}/health").json() == {"status": "ok"}

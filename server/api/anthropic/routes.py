@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 
 from server.api.anthropic import adapter
 from server.api.anthropic.formatter import MessageWire
@@ -13,7 +14,7 @@ from server.api.anthropic.schemas import (
     InputTokenCount,
 )
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.api.errors import Dialect, parse_json_body
+from server.api.errors import APIError, Dialect, describe_validation_error, parse_json_body
 from server.api.openapi import json_body
 from server.api.respond import Generation, Served, generation_route, named_model
 
@@ -45,9 +46,12 @@ async def count_tokens(
     when nothing has to be cut to fit): planned the same way, tools and all."""
     body = await parse_json_body(request, AnthropicCountTokensRequest, Dialect.ANTHROPIC)
     model = await named_model(request, scheduler, model, body.model, Dialect.ANTHROPIC)
-    as_message = AnthropicMessagesRequest.model_validate(
-        {**body.model_dump(exclude_unset=True), "max_tokens": 1}
-    )
+    try:  # the fields /v1/messages also reads (tool_choice...) must be valid for it too
+        as_message = AnthropicMessagesRequest.model_validate(
+            {**body.model_dump(exclude_unset=True), "max_tokens": 1}
+        )
+    except ValidationError as exc:
+        raise APIError(400, describe_validation_error(exc), dialect=Dialect.ANTHROPIC) from None
     plan = adapter.messages_plan(as_message, Served(request, settings, model).chat_options("msg_"))
     generation = plan.generation
     return {"input_tokens": len(model.tokenizer.tokenize(generation.memory + generation.prompt))}

@@ -84,8 +84,9 @@ def completion_plan(
         request_id=request_id,
         prompt=text,
         prompt_tokens=ids,
-        # -1: until the end of the text or of the context (the engine clamps to its room)
-        max_tokens=body.n_predict if body.n_predict > 0 else 2**31 - 1,
+        # -1: until the end of the text or of the context (the engine clamps to its room);
+        # 0 still decodes the prompt and samples once, at most one token
+        max_tokens=2**31 - 1 if body.n_predict < 0 else max(body.n_predict, 1),
         sampling=sampling,
         stop=stop_list(body.stop),
         json_schema=body.json_schema,

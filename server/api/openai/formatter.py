@@ -125,13 +125,17 @@ def chat_logprobs(tokens: tuple[TokenLogprob, ...]) -> ChatLogprobs:
     return {"content": content, "refusal": None}
 
 
-def completion_logprobs(tokens: tuple[TokenLogprob, ...], offset: int = 0) -> CompletionLogprobs:
-    """The legacy completions' parallel lists; `offset`: where this text starts in the
-    whole reply (for `text_offset`)."""
+def completion_logprobs(
+    tokens: tuple[TokenLogprob, ...], before: bytes = b""
+) -> CompletionLogprobs:
+    """The legacy completions' parallel lists; `before`: the reply's bytes sent before these
+    tokens. `text_offset` counts characters of the decoded text, so a character split across
+    tokens counts once (at the token that completes it)."""
     offsets = []
+    sent = before
     for token in tokens:
-        offsets.append(offset)
-        offset += len(_piece(token.chosen))
+        offsets.append(len(sent.decode("utf-8", errors="ignore")))
+        sent += token.chosen.piece
     return {
         "tokens": [_piece(token.chosen) for token in tokens],
         "token_logprobs": [token.chosen.logprob for token in tokens],
@@ -157,7 +161,7 @@ class _OpenAIStream(SSEFormat):
 
 
 class CompletionWire(_OpenAIStream):
-    _sent_chars = 0  # text streamed so far, for the next chunk's text_offset
+    _sent = b""  # the bytes of the tokens streamed so far, for the next chunk's text_offset
 
     def _object(
         self, text: str, reason: str | None, logprobs: CompletionLogprobs | None = None
@@ -181,8 +185,8 @@ class CompletionWire(_OpenAIStream):
         if isinstance(item, TextDelta):
             logprobs = None
             if self._logprobs:
-                logprobs = completion_logprobs(item.logprobs, self._sent_chars)
-            self._sent_chars += len(item.text)
+                logprobs = completion_logprobs(item.logprobs, self._sent)
+                self._sent += b"".join(token.chosen.piece for token in item.logprobs)
             return [_data(self._object(item.text, None, logprobs))]
         return []  # a plain completion has no tool calls
 

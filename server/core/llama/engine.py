@@ -30,6 +30,7 @@ from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
     check_grammar,
+    grammar_shape_problem,
     sample_with_logprobs,
     schema_grammar,
 )
@@ -246,18 +247,23 @@ class LlamaCppEngine:
         if sequence.prompt_done is None:
             sequence.prompt_done = now
         wanted = sequence.request.logprobs
-        if wanted is None:
-            token = llama.llama_sampler_sample(sequence.sampler, self._loaded.context, row)
-        else:
-            loaded = self._loaded
-            token, logprob = sample_with_logprobs(
-                sequence.sampler,
-                llama.llama_get_logits_ith(loaded.context, row),
-                loaded.n_vocab,
-                wanted,
-                sequence.request.post_sampling_probs,
-                lambda t: loaded.token_bytes(t, special=True, buffer=self._piece_buffer),
-            )
+        try:
+            if wanted is None:
+                token = llama.llama_sampler_sample(sequence.sampler, self._loaded.context, row)
+            else:
+                loaded = self._loaded
+                token, logprob = sample_with_logprobs(
+                    sequence.sampler,
+                    llama.llama_get_logits_ith(loaded.context, row),
+                    loaded.n_vocab,
+                    wanted,
+                    sequence.request.post_sampling_probs,
+                    lambda t: loaded.token_bytes(t, special=True, buffer=self._piece_buffer),
+                )
+        except Exception as exc:  # this sequence fails; its slot and sampler are freed
+            logger.exception("[%s] sampling failed", sequence.request.request_id)
+            self._finish(sequence, FinishReason.ERROR, events, error=f"sampling failed: {exc}")
+            return
         sequence.next_token = None
         if self._loaded.is_end(token):
             self._finish(sequence, FinishReason.STOP, events)
@@ -354,6 +360,9 @@ class ModelCard:
 
     def check_grammar(self, grammar: str) -> None:
         """ValueError unless llama.cpp parses `grammar` (GBNF with a `root` rule)."""
+        problem = grammar_shape_problem(grammar)
+        if problem is not None:
+            raise ValueError(f"this grammar is refused: {problem}")
         if not check_grammar(self.vocabulary.vocab, grammar):
             raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a root rule)")
 

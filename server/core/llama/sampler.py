@@ -42,6 +42,45 @@ def schema_grammar(schema: dict[str, Any] | None) -> str | None:
         raise EngineError(f"cannot turn this JSON schema into a grammar: {exc}") from exc
 
 
+# llama.cpp's GBNF parser recurses once per nesting level and per chained rule, with no limit
+# of its own: a deep enough grammar overflows the stack and ends the process. Grammars people
+# write (and those made from JSON schemas) stay far below these.
+MAX_GRAMMAR_CHARS = 256 * 1024
+MAX_GRAMMAR_NESTING = 128
+MAX_GRAMMAR_RULES = 4096
+
+
+def grammar_shape_problem(grammar: str) -> str | None:
+    """Why `grammar` must not reach llama.cpp's parser (too long, nested or many rules)."""
+    if len(grammar) > MAX_GRAMMAR_CHARS:
+        return f"it is longer than {MAX_GRAMMAR_CHARS} characters"
+    if grammar.count("::=") > MAX_GRAMMAR_RULES:
+        return f"it has more than {MAX_GRAMMAR_RULES} rules"
+    depth = deepest = 0
+    quote: str | None = None  # inside "..." or [...]: brackets there are characters
+    escaped = False
+    for char in grammar:
+        if quote is not None:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = None
+        elif char == '"':
+            quote = '"'
+        elif char == "[":
+            quote = "]"
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    if deepest > MAX_GRAMMAR_NESTING:
+        return f"its parentheses nest deeper than {MAX_GRAMMAR_NESTING} levels"
+    return None
+
+
 def check_grammar(vocab: Any, grammar: str) -> bool:
     """Whether llama.cpp accepts `grammar` (it answers a null sampler otherwise)."""
     sampler = llama.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
@@ -63,9 +102,12 @@ class SamplerFactory:
     def build(self, sampling: SamplingParams, prompt: list[int], grammar: str | None) -> Any:
         chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
         if sampling.logit_bias:
-            # Before the grammar: a grammar's -inf for a forbidden token must have the last
-            # word, whatever bias the client asked for.
-            llama.llama_sampler_chain_add(chain, self._logit_bias(sampling.logit_bias))
+            # Before the grammar, and never -inf with one: if a client banned every token the
+            # grammar allows, the draw would pick a forbidden one and the grammar's accept
+            # would throw a C++ exception, ending the process. A huge finite penalty still
+            # bans, but the grammar's own -inf has the last word.
+            bias = self._logit_bias(sampling.logit_bias, finite=grammar is not None)
+            llama.llama_sampler_chain_add(chain, bias)
         if grammar is not None:
             # Over the whole vocabulary, before the truncating samplers: they then only ever
             # see tokens the grammar allows, so sampling can never get stuck.
@@ -91,12 +133,13 @@ class SamplerFactory:
     def _end_token_ban(self) -> Any:
         return self._logit_bias([(token, -math.inf) for token in self._end_tokens])
 
-    def _logit_bias(self, pairs: Any) -> Any:
+    def _logit_bias(self, pairs: Any, finite: bool = False) -> Any:
         valid = [(t, b) for t, b in pairs if 0 <= t < self._n_vocab]
         biases = (llama.llama_logit_bias * len(valid))()
         for slot, (token, bias) in zip(biases, valid, strict=True):
             slot.token = token
-            slot.bias = bias if math.isinf(bias) and bias < 0 else _clamp(bias, _BIAS_LIMIT)
+            banned = math.isinf(bias) and bias < 0 and not finite
+            slot.bias = bias if banned else _clamp(bias, _BIAS_LIMIT)
         return llama.llama_sampler_init_logit_bias(self._n_vocab, len(biases), biases)
 
     def _penalties(self, sampling: SamplingParams) -> Any:
