@@ -44,6 +44,7 @@ TOKEN_FIELDS = {
     "max_completion_tokens",
     "max_output_tokens",
     "num_predict",
+    "n_predict",
 }
 MAX_FUZZ_TOKENS = 4
 

@@ -73,6 +73,7 @@ def completion_plan(
     prompt: SinglePrompt | list[SinglePrompt],
     request_id: str,
     tokenizer: Tokenizer,
+    default_max_tokens: int,
 ) -> ChatPlan:
     text, ids = _prompt(prompt, tokenizer)
     sampling = replace(
@@ -84,9 +85,9 @@ def completion_plan(
         request_id=request_id,
         prompt=text,
         prompt_tokens=ids,
-        # -1: until the end of the text or of the context (the engine clamps to its room);
-        # 0 still decodes the prompt and samples once, at most one token
-        max_tokens=2**31 - 1 if body.n_predict < 0 else max(body.n_predict, 1),
+        # -1: the server's default amount (--defaultgenamt), as llama-server's -1 is capped
+        # by its own -n; 0 still decodes the prompt and samples once, at most one token
+        max_tokens=default_max_tokens if body.n_predict < 0 else max(body.n_predict, 1),
         sampling=sampling,
         stop=stop_list(body.stop),
         json_schema=body.json_schema,

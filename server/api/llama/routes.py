@@ -127,7 +127,9 @@ async def apply_template(
 
 
 @router.post("/completion", dependencies=[RequireKey], openapi_extra=json_body(CompletionRequest))
-async def completion(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+async def completion(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Response:
     """llama-server's native completion: one prompt (streamed or whole) or several (whole,
     answered as a list)."""
     body = await parse_json_body(request, CompletionRequest, OPENAI)
@@ -135,13 +137,17 @@ async def completion(request: Request, scheduler: SchedulerDep, model: ModelInfo
     prompts = llama_adapter.prompt_list(body.prompt)
     tokenizer = model.tokenizer
     if prompts is None:
-        plan = llama_adapter.completion_plan(body, body.prompt, new_id("cmpl-"), tokenizer)
+        plan = llama_adapter.completion_plan(
+            body, body.prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
+        )
         wire = NativeCompletionWire(body, model.name, plan.generation.prompt, model.context_size)
         return await serve(request, scheduler, model, plan, wire, stream=body.stream)
     if body.stream:
         raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
     plans = [
-        llama_adapter.completion_plan(body, prompt, new_id("cmpl-"), tokenizer)
+        llama_adapter.completion_plan(
+            body, prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
+        )
         for prompt in prompts
     ]
     answers = await whole_answers(request, scheduler, model, plans, OPENAI)

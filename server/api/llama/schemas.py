@@ -77,7 +77,9 @@ class CompletionRequest(LlamaBase):
     model: str | None = None
     # One prompt, or a list of prompts (then the answer is a list).
     prompt: SinglePrompt | list[SinglePrompt] = ""
-    n_predict: int = Field(default=-1, ge=-1, le=C_INT_MAX, description="-1: until the end")
+    n_predict: int = Field(
+        default=-1, ge=-1, le=C_INT_MAX, description="-1: the server's default amount"
+    )
     stream: bool = False
     stop: list[str] | None = None
     temperature: Annotated[float, Samples("temperature")] = Field(default=0.8, ge=0.0)
