@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from server.api import errors
 from server.api.anthropic import schemas as anthropic
 from server.api.kobold import schemas as kobold
+from server.api.llama import schemas as llama
 from server.api.ollama import schemas as ollama
 from server.api.openai import schemas as openai
 
@@ -25,6 +26,7 @@ _SSE_SHAPES: dict[str, dict[str, Any]] = {
         "error": kobold.KoboldErrorData,
     },
     "/v1/completions": {"": openai.Completion | errors.OpenAIErrorBody},
+    "/completion": {"": llama.NativeChunk | llama.NativeCompletion | errors.OpenAIErrorBody},
     "/v1/chat/completions": {"": openai.ChatCompletionChunk | errors.OpenAIErrorBody},
     "/v1/messages": {
         **{

@@ -19,6 +19,8 @@ from server.api.errors import Dialect, ErrorKind, error_body
 from server.api.llama.adapter import generation_settings
 from server.api.llama.schemas import (
     CompletionRequest,
+    NativeChunk,
+    NativeCompletion,
     ProbabilityEntry,
     Timings,
     TokenProbabilities,
@@ -112,10 +114,10 @@ class NativeCompletionWire(SSEFormat):
         self._index = index
         self._predicted = 0
 
-    def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> dict[str, Any]:
+    def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> NativeCompletion:
         outcome = answer.outcome
         body = self._body
-        final: dict[str, Any] = {
+        final: NativeCompletion = {
             "index": self._index,
             "content": content,
             "tokens": tokens,
@@ -135,7 +137,7 @@ class NativeCompletionWire(SSEFormat):
         }
         return final
 
-    def whole(self, answer: ChatAnswer) -> dict[str, Any]:
+    def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
         body = self._body
         tokens = list(answer.tokens.token_ids) if body.return_tokens else []
         final = self._final(answer, answer.text, tokens)
@@ -151,7 +153,7 @@ class NativeCompletionWire(SSEFormat):
         if not isinstance(item, TextDelta):
             return []
         self._predicted += len(item.token_ids)
-        chunk: dict[str, Any] = {
+        chunk: NativeChunk = {
             "index": self._index,
             "content": item.text,
             "tokens": list(item.token_ids),

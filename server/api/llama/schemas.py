@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -125,6 +125,40 @@ class Timings(TypedDict):
     predicted_ms: float
     predicted_per_token_ms: float
     predicted_per_second: float
+
+
+class NativeChunk(TypedDict):
+    """One event of a /completion stream before the last."""
+
+    index: int
+    content: str
+    tokens: list[int]
+    stop: Literal[False]
+    id_slot: int
+    tokens_predicted: int
+    completion_probabilities: NotRequired[list[TokenProbabilities]]
+
+
+class NativeCompletion(TypedDict):
+    """/completion's whole answer, and the last event of its stream (`content` empty)."""
+
+    index: int
+    content: str
+    tokens: list[int]
+    id_slot: int
+    stop: Literal[True]
+    model: str
+    tokens_predicted: int
+    tokens_evaluated: int
+    generation_settings: dict[str, Any]
+    prompt: str
+    has_new_line: bool
+    truncated: bool
+    stop_type: str
+    stopping_word: str
+    tokens_cached: int
+    timings: Timings
+    completion_probabilities: NotRequired[list[TokenProbabilities]]
 
 
 class Slot(TypedDict):
