@@ -264,7 +264,13 @@ def running_server(command: Sequence[str], cwd: Path, port: int, log: Path) -> I
 
 
 def run_pytest(
-    python: Path, tests: Path, port: int, junit: Path, log: Path, extra: Sequence[str]
+    python: Path,
+    tests: Path,
+    port: int,
+    junit: Path,
+    log: Path,
+    timeout: int,
+    extra: Sequence[str],
 ) -> int:
     env = {**os.environ, "DEBUG_EXTERNAL": "1", "PORT": str(port)}
     for name in ("DEBUG", "LLAMA_SERVER_BIN_PATH", "PYTEST_ADDOPTS"):
@@ -278,7 +284,7 @@ def run_pytest(
         "-p",
         "no:cacheprovider",
         "--timeout",
-        "300",
+        str(timeout),
         f"--junitxml={junit}",
         *extra,
     ]
@@ -361,6 +367,18 @@ def main() -> int:
         help="where the sdist, the tests, their virtualenv and the logs go "
         "(default: $HEARTH_COMPAT_CACHE or ~/.cache/hearth-compat)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for the server (default: its own); 1 avoids ggml's spinning thread "
+        "barriers on a machine whose cores are busy with other work",
+    )
+    parser.add_argument(
+        "--test-timeout",
+        type=int,
+        default=300,
+        help="seconds one test may take (default 300; more on a busy machine)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args()
 
@@ -373,6 +391,8 @@ def main() -> int:
     info: dict[str, Any] = {"against": args.against, "llama_cpp_python": VERSION}
     if args.against == "hearth":
         command = hearth_command(args.python, port)
+        if args.threads:
+            command += ["--threads", str(args.threads)]
         imported = subprocess.run(
             [args.python, "-c", "import server; print(server.__file__)"],
             cwd=server_cwd,
@@ -387,6 +407,8 @@ def main() -> int:
         model = args.model or bundled_model(args.python, server_cwd)
         template = str(Path(args.chat_template_file).resolve()) if args.chat_template_file else None
         command = llama_server_command(binary, model, port, template)
+        if args.threads:
+            command += ["--threads", str(args.threads), "--threads-batch", str(args.threads)]
         info["model"] = model
     logs = cache / "logs"
     logs.mkdir(exist_ok=True)
@@ -396,8 +418,13 @@ def main() -> int:
 
     with running_server(command, server_cwd, port, logs / f"{args.against}-server.log"):
         started = time.monotonic()
-        exit_code = run_pytest(test_python, tests, port, junit, pytest_log, extra)
+        exit_code = run_pytest(
+            test_python, tests, port, junit, pytest_log, args.test_timeout, extra
+        )
         elapsed = time.monotonic() - started
+    if args.against == "hearth" and git_commit(server_cwd) != info["commit"]:
+        info["commit_after"] = git_commit(server_cwd)
+        say(f"Warning: {server_cwd} moved from {info['commit']} to {info['commit_after']}")
     if exit_code not in (0, 1) or not junit.exists():
         say(f"pytest could not run the tests (exit {exit_code}); see {pytest_log}")
         return 2
