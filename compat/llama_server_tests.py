@@ -56,6 +56,7 @@ CONTEXT = 8192
 # names no limit, temperature 0.8 and seed 42 (utils.py passes --temp and --seed always).
 SLOTS = 2
 N_PREDICT = 64
+SEED = 42
 READY_TIMEOUT = 900.0  # a first Hearth start assembles the bundled model
 
 
@@ -143,7 +144,8 @@ def free_port() -> int:
 
 
 def hearth_command(python: str, port: int) -> list[str]:
-    # The preset's settings that Hearth has flags for: context, slots, default length.
+    # The preset's settings that Hearth has flags for: context, slots, default length, seed
+    # (Hearth has no server-wide temperature: its default, 0.7, stays).
     return [
         python,
         "-m",
@@ -155,6 +157,8 @@ def hearth_command(python: str, port: int) -> list[str]:
         str(SLOTS),
         "--defaultgenamt",
         str(N_PREDICT),
+        "--seed",
+        str(SEED),
         "--port",
         str(port),
     ]
@@ -197,7 +201,7 @@ def llama_server_command(binary: str, model: str, port: int, template: str | Non
         "--temp",
         "0.8",
         "--seed",
-        "42",
+        str(SEED),
         "--jinja",
         "--slots",
         "--no-webui",

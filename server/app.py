@@ -67,6 +67,7 @@ def create_app(
         multiuser=settings.multiuser,
         on_finished=log.finished,
         max_pending_events=max_pending_events,
+        default_seed=settings.seed,
     )
 
     @asynccontextmanager

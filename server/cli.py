@@ -45,6 +45,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "maxrequestsize": ("--maxrequestsize",),
     "defaultgenamt": ("--defaultgenamt",),
     "quiet": ("--quiet",),
+    "seed": ("--seed",),  # llama-server's flag (KoboldCpp has none)
     "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
     "nofastforward": ("--nofastforward",),
     "noshift": ("--noshift",),

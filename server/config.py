@@ -107,6 +107,14 @@ class HearthSettings(BaseModel):
         default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
     )
     quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    # llama-server's --seed. KoboldCpp has none (each request may send its own), so `seed` is a
+    # key of Hearth's own in a .kcpps file; a file without it means a random seed per request.
+    seed: int = Field(
+        default=-1,
+        ge=-1,
+        le=2**31 - 1,
+        description="Sampling seed of requests that set none (-1: a random one for each).",
+    )
     # llama-server's --metrics. KoboldCpp has no such setting, so `metrics` is a key of
     # Hearth's own in a .kcpps file; a file without it means off.
     metrics: bool = Field(

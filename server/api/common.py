@@ -19,6 +19,7 @@ from server.core.chat import (
     ChatMessage,
     ChatTemplate,
     ChatTemplateError,
+    PromptEnd,
     ToolCall,
     ToolSpec,
     parse_tool_call,
@@ -116,16 +117,25 @@ def plan_chat(
     tool_choice: ToolChoice = ToolChoice(),
     response_schema: dict[str, Any] | None = None,
     genkey: str = "",
+    end: PromptEnd = PromptEnd.REPLY,
 ) -> ChatPlan:
     """Render the conversation and decide how tool calls are produced.
 
     With `options.native_tools` (--jinjatools) and a template whose tool-call tags Hearth
     knows, the model's own format is used and calls stream live. Otherwise the reply is a
     JSON-schema-bound call; for "auto" the model is first asked, hidden, whether it needs one
-    (KoboldCpp's pre-poll).
+    (KoboldCpp's pre-poll). `end` says where the prompt ends: a continued final assistant
+    message cannot also offer tools (the reply would be a call glued to its text).
     """
     template = options.template
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
+    if offer_tools and end is PromptEnd.CONTINUE:
+        raise APIError(
+            400,
+            "a final assistant message is continued as it stands, so tools cannot be offered "
+            "with it (send tool_choice none, or end with a user message)",
+            dialect=dialect,
+        )
     live_tags = template.tool_call_tags if offer_tools and options.native_tools else None
     schema = response_schema
     decision_prompt = None
@@ -133,7 +143,7 @@ def plan_chat(
         if live_tags is not None:
             rendered = template.render(messages, tools, native_tools=True)
         else:
-            rendered = template.render(messages, tools if offer_tools else ())
+            rendered = template.render(messages, tools if offer_tools else (), end=end)
         if offer_tools and live_tags is None:
             schema = tool_call_schema(tools, tool_choice.name)
             sampling = replace(

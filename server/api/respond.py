@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, Generic, TypeVar
 
 from fastapi import APIRouter, Request
@@ -43,7 +45,13 @@ from server.config import HearthSettings
 from server.core.job import Job, JobState
 from server.core.scheduler import QueueFullError, Scheduler
 from server.core.tool_stream import ChatStreamEvent
-from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, TokenEvent
+from server.core.types import (
+    EngineEvent,
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenEvent,
+)
 from server.streaming import (
     ClientDisconnectedError,
     ndjson_response,
@@ -102,6 +110,24 @@ class SSEFormat(WireFormat[ServerSentEvent]):
         return sse_response(bursts, drop_when)
 
 
+class ChoicesFormat(WireFormat[Item]):
+    """A wire that also answers several choices of one request (OpenAI's `n`): each choice
+    is its own generation, written by its own copy of the wire."""
+
+    @abstractmethod
+    def choice(self, index: int) -> ChoicesFormat[Item]:
+        """The wire writing choice `index`: its opening, events and ending (which ends that
+        choice only: `closing` ends the stream once every choice has)."""
+
+    @abstractmethod
+    def whole_choices(self, answers: Sequence[ChatAnswer]) -> Mapping[str, Any]:
+        """The non-streamed answer holding every choice."""
+
+    @abstractmethod
+    def closing(self, answers: Sequence[ChatAnswer]) -> Burst[Item]:
+        """The end of a stream of several choices, after each one's ending."""
+
+
 Line = TypeVar("Line", bound=Mapping[str, object])  # one NDJSON object
 
 
@@ -139,6 +165,8 @@ class Generation:
     # A request that only loads or unloads its model (plan.generation.model_only): the whole
     # answer, given "load" or "unload" (Ollama's empty prompt).
     model_only_answer: Callable[[str], Mapping[str, object]] | None = None
+    # OpenAI's `n`: this many replies, each its own generation (`wire` is a ChoicesFormat).
+    choices: int = 1
 
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -163,6 +191,12 @@ def generation_route(
             if generation.model_only_answer is not None:
                 return await load_or_unload(
                     scheduler, model, generation, generation.model_only_answer
+                )
+            if generation.choices > 1:
+                assert isinstance(generation.wire, ChoicesFormat)
+                plans = choice_plans(generation.plan, generation.choices, settings.seed)
+                return await serve_choices(
+                    request, scheduler, model, plans, generation.wire, stream=generation.stream
                 )
             return await serve(
                 request,
@@ -205,6 +239,118 @@ async def serve(
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(wire.whole(answer))
+
+
+def choice_plans(plan: ChatPlan, count: int, server_seed: int) -> list[ChatPlan]:
+    """`count` copies of a plan that differ in their seed: the request's (or the server's
+    --seed, or a random one) for the first, the next ones after it, so that the choices differ
+    and a seeded request still gives the same choices each time."""
+    sampling = plan.generation.sampling
+    seed = sampling.seed if sampling.seed >= 0 else server_seed
+    if seed < 0:
+        seed = random.randrange(1 << 31)
+    return [
+        dataclasses.replace(
+            plan,
+            generation=dataclasses.replace(
+                plan.generation,
+                request_id=f"{plan.generation.request_id}-{index}"
+                if index
+                else plan.generation.request_id,
+                sampling=dataclasses.replace(sampling, seed=(seed + index) % (1 << 31)),
+            ),
+        )
+        for index in range(count)
+    ]
+
+
+async def serve_choices(
+    request: Request,
+    scheduler: Scheduler,
+    model: ModelInfo,
+    plans: list[ChatPlan],
+    wire: ChoicesFormat[Any],
+    *,
+    stream: bool,
+) -> Response:
+    """Several choices of one request (OpenAI's `n`), each its own job, so they batch with
+    parallel slots; answered whole or streamed, their chunks interleaved as they come."""
+    if not stream:
+        answers = await whole_answers(request, scheduler, model, plans, wire.dialect)
+        if answers is None:
+            return Response(status_code=CLIENT_GONE_STATUS)
+        return JSONResponse(wire.whole_choices(answers))
+    jobs: list[Job] = []
+    try:
+        for plan in plans:
+            jobs.append(
+                submit(scheduler, model, _on_model(request, model, plan.generation), wire.dialect)
+            )
+    except BaseException:
+        for job in jobs:  # the request is refused whole: no choice runs for nobody
+            scheduler.cancel(job)
+        raise
+    dropped = asyncio.Event()  # any choice's client stopped reading: the whole stream goes
+    watchers = [asyncio.ensure_future(job.abandoned.wait()) for job in jobs]
+    for watcher in watchers:
+        watcher.add_done_callback(partial(_set_unless_cancelled, dropped))
+    keepalive: float = request.app.state.keepalive_seconds
+    bursts = _choice_bursts(scheduler, jobs, plans, wire, keepalive, watchers)
+    return wire.response(bursts, dropped)
+
+
+def _set_unless_cancelled(event: asyncio.Event, watcher: asyncio.Future[Any]) -> None:
+    if not watcher.cancelled():
+        event.set()
+
+
+async def _choice_bursts(
+    scheduler: Scheduler,
+    jobs: list[Job],
+    plans: list[ChatPlan],
+    wire: ChoicesFormat[Item],
+    keepalive: float,
+    watchers: Sequence[asyncio.Future[Any]],
+) -> AsyncIterator[Burst[Item] | None]:
+    """The bursts of several choices' streams, in the order their events arrive."""
+    # Bounded: a client that stops reading stalls the pumps, so each job's own unread-event
+    # limit still drops it.
+    arrived: asyncio.Queue[tuple[int, list[EngineEvent]]] = asyncio.Queue(maxsize=len(jobs))
+
+    async def pump(index: int, job: Job) -> None:
+        async for batch in scheduler.event_batches(job):
+            if batch is not None:
+                await arrived.put((index, batch))
+
+    pumps = [asyncio.ensure_future(pump(index, job)) for index, job in enumerate(jobs)]
+    wires = [wire.choice(index) for index in range(len(jobs))]
+    readers = [ChatReader(plan) for plan in plans]
+    answers: list[ChatAnswer | None] = [None] * len(jobs)
+    try:
+        yield [item for choice in wires for item in choice.opening()]
+        while True:
+            try:
+                index, batch = await asyncio.wait_for(arrived.get(), keepalive)
+            except TimeoutError:
+                yield wire.keepalive()
+                continue
+            burst: Burst[Item] = []
+            for event in batch:
+                for item in readers[index].read(event):
+                    if isinstance(item, ChatEnd):
+                        answers[index] = item.answer
+                        burst += wires[index].ending(item.answer)
+                    else:
+                        burst += wires[index].event(item)
+            finished = [answer for answer in answers if answer is not None]
+            if len(finished) == len(answers):
+                yield burst + wire.closing(finished)
+                return
+            if burst:
+                yield burst
+    finally:
+        for task in [*pumps, *watchers]:  # a pump cancelled mid-stream cancels its job
+            task.cancel()
 
 
 async def whole_answers(

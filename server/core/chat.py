@@ -12,6 +12,7 @@ the system text, and the reply is constrained by a JSON schema to one valid call
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from collections.abc import Sequence
@@ -52,6 +53,15 @@ class ChatMessage:
 
 class ChatTemplateError(ValueError):
     """The conversation cannot be rendered (bad roles, or the model's template refused it)."""
+
+
+class PromptEnd(enum.Enum):
+    """Where the rendered prompt ends."""
+
+    REPLY = "reply"  # a new assistant turn begins: the model writes the reply (the default)
+    CONTINUE = "continue"  # inside the final assistant message: the model carries it on
+    # (assistant prefill: Anthropic's rule, llama-server's `continue_final_message`)
+    NONE = "none"  # after the last message's turn (llama-server's add_generation_prompt false)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,26 +122,46 @@ class ChatTemplate:
         *,
         extra_user_turn: str | None = None,
         native_tools: bool = False,
+        end: PromptEnd = PromptEnd.REPLY,
     ) -> RenderedChat:
-        """The prompt ending where the assistant's reply begins.
+        """The prompt ending where the assistant's reply begins (or as `end` says).
 
         With `tools`, the system text lists them and says how to call one, or, with
         `native_tools`, the model's own template receives them (its own tool format).
         `extra_user_turn` appends a question (used to ask the model whether it needs a tool).
+        `PromptEnd.CONTINUE` needs a final assistant message without tool calls.
         """
         if not messages and extra_user_turn is None:
             raise ChatTemplateError("messages must not be empty")
         turns = list(messages)
+        final = turns[-1] if turns else None
+        if (
+            end is PromptEnd.CONTINUE
+            and final is not None
+            and final.role == "assistant"
+            and not (final.content or final.tool_calls)
+        ):
+            turns, end = turns[:-1], PromptEnd.REPLY  # nothing to carry on: a reply begins
+        if end is PromptEnd.CONTINUE:
+            final = turns[-1]
+            if final.role != "assistant" or extra_user_turn is not None:
+                raise ChatTemplateError("only a final assistant message can be continued")
+            if final.tool_calls:
+                raise ChatTemplateError(
+                    "Cannot continue an assistant message that contains tool calls."
+                )
         native = native_tools and self._jinja is not None
         if tools and not native:
             turns = _with_tool_instructions(turns, tools)
         if extra_user_turn is not None:
             turns.append(ChatMessage("user", extra_user_turn))
         if self._jinja is not None:
-            return self._render_jinja(turns, tools if native else ())
-        return self._builtin.render(turns, self._bos)
+            return self._render_jinja(turns, tools if native else (), end)
+        return self._builtin.render(turns, self._bos, end)
 
-    def _render_jinja(self, turns: list[ChatMessage], tools: Sequence[ToolSpec]) -> RenderedChat:
+    def _render_jinja(
+        self, turns: list[ChatMessage], tools: Sequence[ToolSpec], end: PromptEnd
+    ) -> RenderedChat:
         assert self._jinja is not None
         extra: dict[str, Any] = {}
         if tools:
@@ -149,13 +179,24 @@ class ChatTemplate:
         try:
             prompt = self._jinja.render(
                 messages=[_jinja_message(m) for m in turns],
-                add_generation_prompt=True,
+                add_generation_prompt=end is PromptEnd.REPLY,
                 bos_token=self._bos,
                 eos_token=self._eos,
                 **extra,
             )
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"the model's chat template failed: {exc}") from None
+        if end is PromptEnd.CONTINUE:
+            # A template has no "leave the last turn open" switch: render it closed and cut
+            # after its text (vLLM's and llama.cpp's way), which must appear there verbatim.
+            text = turns[-1].content
+            at = prompt.rfind(text) if text else -1
+            if at < 0:
+                raise ChatTemplateError(
+                    "the model's chat template does not show the final assistant message "
+                    "as sent, so it cannot be continued"
+                )
+            prompt = prompt[: at + len(text)]
         stops = (self._eos,) if self._eos else ()
         return RenderedChat(prompt, stops)
 
@@ -169,25 +210,32 @@ class _TurnFormat:
     role_names: dict[str, str]
     system_as_user_prefix: bool  # Gemma has no system role: it goes in front of the first user
 
-    def render(self, turns: list[ChatMessage], bos: str) -> RenderedChat:
+    def render(self, turns: list[ChatMessage], bos: str, end: PromptEnd) -> RenderedChat:
         parts = [bos]
         pending_system = ""
-        for message in turns:
+        last = len(turns) - 1
+        for index, message in enumerate(turns):
             role = _canonical_role(message.role)
             text = _message_text(message)
             if role == "system" and self.system_as_user_prefix:
                 pending_system += text + "\n\n"
                 continue
+            if pending_system and role != "user":  # Gemma: the system text as its own turn
+                parts.append(self._user_turn(pending_system.rstrip()))
+                pending_system = ""
             if role == "user" and pending_system:
                 text, pending_system = pending_system + text, ""
-            parts.append(f"{self.turn_start}{self.role_names[role]}\n{text}{self.turn_end}\n")
+            open_turn = end is PromptEnd.CONTINUE and index == last
+            closing = "" if open_turn else f"{self.turn_end}\n"
+            parts.append(f"{self.turn_start}{self.role_names[role]}\n{text}{closing}")
         if pending_system:
-            parts.append(
-                f"{self.turn_start}{self.role_names['user']}\n"
-                f"{pending_system.rstrip()}{self.turn_end}\n"
-            )
-        parts.append(f"{self.turn_start}{self.role_names['assistant']}\n")
+            parts.append(self._user_turn(pending_system.rstrip()))
+        if end is PromptEnd.REPLY:
+            parts.append(f"{self.turn_start}{self.role_names['assistant']}\n")
         return RenderedChat("".join(parts), (self.turn_end,))
+
+    def _user_turn(self, text: str) -> str:
+        return f"{self.turn_start}{self.role_names['user']}\n{text}{self.turn_end}\n"
 
 
 _GEMMA = _TurnFormat(

@@ -127,8 +127,10 @@ class Scheduler:
         multiuser: int = DEFAULT_MULTIUSER,
         on_finished: FinishedCallback | None = None,
         max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
+        default_seed: int = -1,
     ) -> None:
         self._engine = engine
+        self._default_seed = default_seed  # for requests without a seed; -1: random
         self._max_pending = max_pending_events
         self._slots = engine.parallel_slots if isinstance(engine, BatchEngine) else 1
         self._max_waiting = waiting_places(multiuser, self._slots)
@@ -384,6 +386,14 @@ class Scheduler:
 
     # -- worker thread ----------------------------------------------------------------------
 
+    def _seeded(self, request: GenerationRequest) -> GenerationRequest:
+        """Pick the seed here so perf can report the one really used, as KoboldCpp does: the
+        request's own, else the server's (--seed), else a random one."""
+        if request.sampling.seed >= 0:
+            return request
+        seed = self._default_seed if self._default_seed >= 0 else random.randrange(1 << 31)
+        return replace(request, sampling=replace(request.sampling, seed=seed))
+
     def _work(self) -> None:
         while True:
             with self._lock:
@@ -530,7 +540,7 @@ class Scheduler:
                 continue
             for job in admitted:
                 try:
-                    handles[engine.start_sequence(_seeded(job.request), job.cancelled)] = job
+                    handles[engine.start_sequence(self._seeded(job.request), job.cancelled)] = job
                 except Exception as exc:
                     logger.exception("could not start %s", job.request.request_id)
                     self._finish(job, GenerationOutcome(FinishReason.ERROR, error=str(exc)))
@@ -564,7 +574,7 @@ class Scheduler:
         self._report(job)
 
     def _run(self, job: Job) -> GenerationOutcome:
-        request = _seeded(job.request)
+        request = self._seeded(job.request)
         try:
             for event in self._engine.generate(request, job.cancelled):
                 if isinstance(event, GenerationOutcome):
@@ -627,13 +637,6 @@ def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:
     return replace(
         outcome, finish_reason=FinishReason.ERROR, error=SHUTDOWN_MESSAGE, server_stopping=True
     )
-
-
-def _seeded(request: GenerationRequest) -> GenerationRequest:
-    """Pick the seed here so perf can report the one really used, as KoboldCpp does."""
-    if request.sampling.seed >= 0:
-        return request
-    return replace(request, sampling=replace(request.sampling, seed=random.randrange(1 << 31)))
 
 
 def unbatchable_reason(request: GenerationRequest) -> str | None:

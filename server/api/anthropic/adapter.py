@@ -13,7 +13,7 @@ from server.api.anthropic.schemas import (
 from server.api.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
 from server.api.errors import APIError, Dialect
 from server.api.sampling import sampling_from
-from server.core.chat import ChatMessage, ToolCall, ToolSpec
+from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 
 # Blocks that carry media: a text model cannot read them, and dropping them silently would
 # answer a question about a picture without the picture.
@@ -81,10 +81,14 @@ def tool_choice(choice: AnthropicToolChoice | None) -> ToolChoice:
 
 
 def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatPlan:
+    messages = chat_messages(body.system, body.messages)
+    # Anthropic's prefill: a final assistant message is the start of the reply, carried on.
+    prefilled = bool(messages) and messages[-1].role == "assistant"
     return common.plan_chat(
         options,
         Dialect.ANTHROPIC,
-        messages=chat_messages(body.system, body.messages),
+        messages=messages,
+        end=PromptEnd.CONTINUE if prefilled else PromptEnd.REPLY,
         max_tokens=body.max_tokens,
         sampling=sampling_from(body),
         stop=common.stop_list(body.stop_sequences),

@@ -98,25 +98,28 @@ def completion_plan(
     return text_plan(generation)
 
 
-def generation_settings(body: CompletionRequest, seed: int, n_ctx: int) -> dict[str, Any]:
-    """llama-server's `generation_settings`, for the settings Hearth has."""
+def generation_settings(
+    generation: GenerationRequest, seed: int, n_ctx: int, *, n_predict: int, stream: bool
+) -> dict[str, Any]:
+    """llama-server's `generation_settings`: what `generation` ran with, in its names."""
+    sampling = generation.sampling
     return {
         "n_ctx": n_ctx,
-        "n_predict": body.n_predict,
-        "max_tokens": body.n_predict,
+        "n_predict": n_predict,
+        "max_tokens": n_predict,
         "seed": seed,
-        "temperature": body.temperature,
-        "top_k": body.top_k,
-        "top_p": body.top_p,
-        "min_p": body.min_p,
-        "repeat_last_n": body.repeat_last_n,
-        "repeat_penalty": body.repeat_penalty,
-        "presence_penalty": body.presence_penalty,
-        "frequency_penalty": body.frequency_penalty,
-        "ignore_eos": body.ignore_eos,
-        "stream": body.stream,
-        "n_probs": body.n_probs,
-        "post_sampling_probs": body.post_sampling_probs,
-        "grammar": body.grammar or "",
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "min_p": sampling.min_p,
+        "repeat_last_n": sampling.rep_pen_range,
+        "repeat_penalty": sampling.rep_pen,
+        "presence_penalty": sampling.presence_penalty,
+        "frequency_penalty": sampling.frequency_penalty,
+        "ignore_eos": sampling.ban_eos,
+        "stream": stream,
+        "n_probs": generation.logprobs or 0,
+        "post_sampling_probs": generation.post_sampling_probs,
+        "grammar": generation.grammar or "",
         "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
     }

@@ -21,35 +21,42 @@ from server.api.llama.schemas import (
     CompletionRequest,
     NativeChunk,
     NativeCompletion,
+    PredictedTimings,
     ProbabilityEntry,
     Timings,
     TokenProbabilities,
 )
 from server.api.respond import SSEFormat
 from server.core.tool_stream import ChatStreamEvent, TextDelta
-from server.core.types import FinishReason, GenerationOutcome, TokenChoice, TokenLogprob
+from server.core.types import (
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenChoice,
+    TokenLogprob,
+)
+
+
+def predicted_timings(tokens: int, seconds: float) -> PredictedTimings:
+    ms = seconds * 1000
+    return {
+        "predicted_n": tokens,
+        "predicted_ms": ms,
+        "predicted_per_token_ms": ms / tokens if tokens else 0.0,
+        "predicted_per_second": tokens / seconds if seconds else 0.0,
+    }
 
 
 def timings(outcome: GenerationOutcome) -> Timings:
     processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
     prompt_ms = outcome.prompt_seconds * 1000
-    predicted_ms = outcome.generation_seconds * 1000
     return {
         "cache_n": outcome.reused_prompt_tokens,
         "prompt_n": processed,
         "prompt_ms": prompt_ms,
         "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
         "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
-        "predicted_n": outcome.completion_tokens,
-        "predicted_ms": predicted_ms,
-        "predicted_per_token_ms": (
-            predicted_ms / outcome.completion_tokens if outcome.completion_tokens else 0.0
-        ),
-        "predicted_per_second": (
-            outcome.completion_tokens / outcome.generation_seconds
-            if outcome.generation_seconds
-            else 0.0
-        ),
+        **predicted_timings(outcome.completion_tokens, outcome.generation_seconds),
     }
 
 
@@ -101,41 +108,68 @@ def nested_fields(paths: list[str], answer: Mapping[str, Any]) -> dict[str, Any]
     return picked
 
 
+def native_answer(
+    answer: ChatAnswer,
+    index: int,
+    content: str,
+    tokens: list[int],
+    model: str,
+    settings: dict[str, Any],
+    prompt: str,
+) -> NativeCompletion:
+    """llama-server's final /completion object for a finished reply (also the `__verbose`
+    of its OpenAI answers)."""
+    outcome = answer.outcome
+    return {
+        "index": index,
+        "content": content,
+        "tokens": tokens,
+        "id_slot": 0,
+        "stop": True,
+        "model": model,
+        "tokens_predicted": outcome.completion_tokens,
+        "tokens_evaluated": outcome.prompt_tokens,
+        "generation_settings": settings,
+        "prompt": prompt,
+        "has_new_line": "\n" in answer.text,
+        "truncated": outcome.prompt_truncated,
+        "stop_type": stop_type(outcome),
+        "stopping_word": outcome.stop_sequence or "",
+        "tokens_cached": outcome.prompt_tokens + outcome.completion_tokens,
+        "timings": timings(outcome),
+    }
+
+
 class NativeCompletionWire(SSEFormat):
     dialect = Dialect.OPENAI
 
     def __init__(
-        self, body: CompletionRequest, model: str, prompt: str, n_ctx: int, index: int = 0
+        self,
+        body: CompletionRequest,
+        model: str,
+        generation: GenerationRequest,
+        n_ctx: int,
+        index: int = 0,
     ) -> None:
         self._body = body
         self._model = model
-        self._prompt = prompt
+        self._generation = generation
         self._n_ctx = n_ctx
         self._index = index
         self._predicted = 0
 
     def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> NativeCompletion:
-        outcome = answer.outcome
-        body = self._body
-        final: NativeCompletion = {
-            "index": self._index,
-            "content": content,
-            "tokens": tokens,
-            "id_slot": 0,
-            "stop": True,
-            "model": self._model,
-            "tokens_predicted": outcome.completion_tokens,
-            "tokens_evaluated": outcome.prompt_tokens,
-            "generation_settings": generation_settings(body, outcome.seed, self._n_ctx),
-            "prompt": self._prompt,
-            "has_new_line": "\n" in answer.text,
-            "truncated": outcome.prompt_truncated,
-            "stop_type": stop_type(outcome),
-            "stopping_word": outcome.stop_sequence or "",
-            "tokens_cached": outcome.prompt_tokens + outcome.completion_tokens,
-            "timings": timings(outcome),
-        }
-        return final
+        generation = self._generation
+        settings = generation_settings(
+            generation,
+            answer.outcome.seed,
+            self._n_ctx,
+            n_predict=self._body.n_predict,
+            stream=self._body.stream,
+        )
+        return native_answer(
+            answer, self._index, content, tokens, self._model, settings, generation.prompt
+        )
 
     def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
         body = self._body

@@ -31,7 +31,12 @@ from server.api.llama.schemas import (
 )
 from server.api.model_files import read_model_file
 from server.api.openai import adapter
-from server.api.openai.routes import chat_completions, completions
+from server.api.openai.routes import (
+    chat_completions,
+    chat_input_tokens,
+    completions,
+    responses_input_tokens,
+)
 from server.api.openai.schemas import (
     ChatCompletion,
     Completion,
@@ -57,6 +62,11 @@ generation_route(router, "/completions", OpenAICompletionRequest, Completion, OP
 generation_route(router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)(
     chat_completions
 )
+for path, counter in (
+    ("/chat/completions/input_tokens", chat_input_tokens),
+    ("/responses/input_tokens", responses_input_tokens),
+):
+    router.add_api_route(path, counter, methods=["POST"], dependencies=[RequireKey])
 
 
 @router.get("/health")
@@ -140,7 +150,7 @@ async def completion(
         plan = llama_adapter.completion_plan(
             body, body.prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
         )
-        wire = NativeCompletionWire(body, model.name, plan.generation.prompt, model.context_size)
+        wire = NativeCompletionWire(body, model.name, plan.generation, model.context_size)
         return await serve(request, scheduler, model, plan, wire, stream=body.stream)
     if body.stream:
         raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
@@ -156,7 +166,7 @@ async def completion(
     return JSONResponse(
         [
             NativeCompletionWire(
-                body, model.name, plan.generation.prompt, model.context_size, index
+                body, model.name, plan.generation, model.context_size, index
             ).whole(answer)
             for index, (plan, answer) in enumerate(zip(plans, answers, strict=True))
         ]

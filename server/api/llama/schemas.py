@@ -115,16 +115,23 @@ class TokenProbabilities(ProbabilityEntry, total=False):
     top_probs: list[ProbabilityEntry]
 
 
-class Timings(TypedDict):
+class PredictedTimings(TypedDict):
+    """The generation's figures so far (llama-server's `timings_per_token`)."""
+
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float
+    predicted_per_second: float
+
+
+class Timings(PredictedTimings):
+    """A finished generation's figures: its prompt's and its reply's."""
+
     cache_n: int
     prompt_n: int
     prompt_ms: float
     prompt_per_token_ms: float
     prompt_per_second: float
-    predicted_n: int
-    predicted_ms: float
-    predicted_per_token_ms: float
-    predicted_per_second: float
 
 
 class NativeChunk(TypedDict):

@@ -27,7 +27,7 @@ from server.api.openai.schemas import (
 )
 from server.api.sampling import sampling_from
 from server.api.token_bias import resolve_logit_bias
-from server.core.chat import ChatMessage, ToolCall, ToolSpec
+from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.engine import Tokenizer
 from server.core.types import GenerationRequest, SamplingParams
 
@@ -142,11 +142,45 @@ def response_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | 
     return schema
 
 
+def prompt_end(body: OpenAIChatRequest) -> PromptEnd:
+    """Where the prompt ends, by llama-server's rules: a final assistant message is carried
+    on (prefill) unless `continue_final_message` is false; `add_generation_prompt: false`
+    leaves the last turn closed with no reply turn opened."""
+    messages = body.messages
+    final = messages[-1]
+    continuing = body.continue_final_message
+    if continuing and body.add_generation_prompt:
+        raise APIError(
+            400,
+            "Cannot set both add_generation_prompt and continue_final_message to true.",
+            dialect=Dialect.OPENAI,
+        )
+    if continuing is None and final.role == "assistant" and not final.tool_calls:
+        if len(messages) >= 2 and messages[-2].role == "assistant":
+            # Which of them would be continued? llama-server refuses it the same way.
+            raise APIError(
+                400,
+                "Cannot have 2 or more assistant messages at the end of the list.",
+                dialect=Dialect.OPENAI,
+            )
+        return PromptEnd.CONTINUE
+    if continuing:
+        if final.role != "assistant":
+            raise APIError(
+                400,
+                "continue_final_message: the last message must be the assistant's",
+                dialect=Dialect.OPENAI,
+            )
+        return PromptEnd.CONTINUE
+    return PromptEnd.NONE if body.add_generation_prompt is False else PromptEnd.REPLY
+
+
 def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenizer) -> ChatPlan:
     schema = body.json_schema or response_schema(body.response_format)
     plan = plan_chat(
         options,
         Dialect.OPENAI,
+        end=prompt_end(body),
         messages=chat_messages(body.messages),
         max_tokens=body.max_completion_tokens or body.max_tokens or options.default_max_tokens,
         sampling=sampling(body, tokenizer),

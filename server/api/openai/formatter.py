@@ -8,16 +8,22 @@ the SDK's `get_final_response()` accepts nothing else.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
-from collections.abc import Mapping
-from typing import Any
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
 
 from sse_starlette import ServerSentEvent
 
 from server import __version__
 from server.api.common import ChatAnswer, failed, failure_message
 from server.api.errors import Dialect, ErrorKind, error_body
+from server.api.llama.adapter import generation_settings
+from server.api.llama.formatter import native_answer, predicted_timings, timings
+from server.api.llama.schemas import NativeCompletion, PredictedTimings
 from server.api.openai.schemas import (
     ArgumentsDeltaEvent,
     ArgumentsDoneEvent,
@@ -34,6 +40,7 @@ from server.api.openai.schemas import (
     ItemEvent,
     MessageItem,
     ModelMeta,
+    OpenAISamplingFields,
     OpenAIUsage,
     OutputItem,
     OutputText,
@@ -48,7 +55,7 @@ from server.api.openai.schemas import (
     ToolCallDelta,
     ToolCallOut,
 )
-from server.api.respond import SSEFormat
+from server.api.respond import ChoicesFormat, SSEFormat
 from server.core.chat import ToolCall
 from server.core.tool_stream import (
     ChatStreamEvent,
@@ -57,7 +64,13 @@ from server.core.tool_stream import (
     ToolCallDone,
     ToolCallStart,
 )
-from server.core.types import FinishReason, GenerationOutcome, TokenChoice, TokenLogprob
+from server.core.types import (
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenChoice,
+    TokenLogprob,
+)
 from server.gguf_metadata import GGUFSummary
 
 DONE = ServerSentEvent("[DONE]")
@@ -144,17 +157,134 @@ def completion_logprobs(
     }
 
 
-class _OpenAIStream(SSEFormat):
+def merged_outcome(outcomes: Sequence[GenerationOutcome]) -> GenerationOutcome:
+    """The figures of several choices of one request, as one: they share the prompt (counted
+    once, as OpenAI does) and generate together, so their replies' tokens add up while the
+    time is the longest's."""
+    first = outcomes[0]
+    return GenerationOutcome(
+        first.finish_reason,
+        prompt_tokens=first.prompt_tokens,
+        completion_tokens=sum(o.completion_tokens for o in outcomes),
+        prompt_seconds=first.prompt_seconds,
+        generation_seconds=max(o.generation_seconds for o in outcomes),
+        seed=first.seed,
+        reused_prompt_tokens=first.reused_prompt_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaExtras:
+    """What llama-server adds to an OpenAI answer on request: `__verbose` (its native
+    /completion answer, the rendered prompt and the settings that ran included) and
+    `timings` on every content chunk (`timings_per_token`; the last chunk always has them)."""
+
+    generation: GenerationRequest
+    n_ctx: int
+    verbose: bool = False
+    timings_per_token: bool = False
+
+    @classmethod
+    def of(cls, body: OpenAISamplingFields, generation: GenerationRequest, n_ctx: int) -> Self:
+        return cls(generation, n_ctx, body.verbose, body.timings_per_token)
+
+    def native(self, answer: ChatAnswer, model: str, index: int, stream: bool) -> NativeCompletion:
+        generation = self.generation
+        settings = generation_settings(
+            generation,
+            answer.outcome.seed,
+            self.n_ctx,
+            n_predict=generation.max_tokens,
+            stream=stream,
+        )
+        tokens = list(answer.tokens.token_ids)
+        return native_answer(answer, index, answer.text, tokens, model, settings, generation.prompt)
+
+
+class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
+    """What completions and chat share: the ids, usage and llama-server's extras, and
+    answering several choices (`n`): a copy of the wire per choice writes that choice."""
+
     dialect = Dialect.OPENAI
 
     def __init__(
-        self, completion_id: str, model: str, include_usage: bool, logprobs: bool = False
+        self,
+        completion_id: str,
+        model: str,
+        include_usage: bool,
+        logprobs: bool = False,
+        extras: LlamaExtras | None = None,
     ) -> None:
         self._id = completion_id
         self._model = model
         self._created = int(time.time())
         self._include_usage = include_usage
         self._logprobs = logprobs  # the client asked for them: sent, even when empty
+        self._extras = extras
+        self._index = 0  # the choice this wire writes
+        self._ends_stream = True  # its ending is the stream's (one choice), not one of several
+        self._first_text_at: float | None = None  # for timings_per_token
+        self._predicted = 0
+
+    def choice(self, index: int) -> Self:
+        wire = copy.copy(self)
+        wire._index, wire._ends_stream = index, False
+        return wire
+
+    def _verbose(self, answer: ChatAnswer, stream: bool) -> dict[str, Any]:
+        extras = self._extras
+        if extras is None or not extras.verbose:
+            return {}
+        return {"__verbose": extras.native(answer, self._model, self._index, stream)}
+
+    def _timings_so_far(self, tokens: int) -> dict[str, PredictedTimings]:
+        """llama-server's `timings_per_token`: the reply's figures up to this chunk, timed
+        from its first text (the prompt's figures come with the last chunk)."""
+        if self._extras is None or not self._extras.timings_per_token:
+            return {}
+        now = time.perf_counter()
+        if self._first_text_at is None:
+            self._first_text_at = now
+        self._predicted += tokens
+        return {"timings": predicted_timings(self._predicted, now - self._first_text_at)}
+
+    @abstractmethod
+    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
+        """The stream's last chunk (no choices) with the usage of `outcome`."""
+
+    def closing(self, answers: Sequence[ChatAnswer]) -> list[ServerSentEvent]:
+        """After every choice's ending: the usage of them all, if asked, and `[DONE]`."""
+        for answer in answers:
+            if failed(answer.outcome):
+                return _failure(answer.outcome)
+        if not self._include_usage:
+            return [DONE]
+        outcome = merged_outcome([answer.outcome for answer in answers])
+        return [_data({**self._usage_chunk(outcome), "timings": timings(outcome)}), DONE]
+
+    def _finished(self, answer: ChatAnswer, finish: dict[str, Any]) -> list[ServerSentEvent]:
+        """The end of this wire's choice: its finish chunk, then, when this is the stream's
+        end, the usage chunk if asked (the last chunk has `timings`) and `[DONE]`."""
+        if failed(answer.outcome):
+            return _failure(answer.outcome) if self._ends_stream else []
+        finish.update(self._verbose(answer, stream=True))
+        if not self._ends_stream:
+            return [_data(finish)]
+        if not self._include_usage:
+            return [_data({**finish, "timings": timings(answer.outcome)}), DONE]
+        outcome = answer.outcome
+        last = {**self._usage_chunk(outcome), "timings": timings(outcome)}
+        return [_data(finish), _data(last), DONE]
+
+    def whole_choices(self, answers: Sequence[ChatAnswer]) -> Mapping[str, Any]:
+        wholes = [self.choice(index).whole(answer) for index, answer in enumerate(answers)]
+        outcome = merged_outcome([answer.outcome for answer in answers])
+        return {
+            **wholes[0],
+            "choices": [whole["choices"][0] for whole in wholes],
+            "usage": usage(outcome),
+            "timings": timings(outcome),
+        }
 
 
 # -- /v1/completions -------------------------------------------------------------------------
@@ -172,14 +302,17 @@ class CompletionWire(_OpenAIStream):
             "created": self._created,
             "model": self._model,
             "system_fingerprint": SYSTEM_FINGERPRINT,
-            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}],
+            "choices": [
+                {"index": self._index, "text": text, "logprobs": logprobs, "finish_reason": reason}
+            ],
         }
 
-    def whole(self, answer: ChatAnswer) -> Completion:
+    def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
         logprobs = completion_logprobs(answer.tokens.logprobs) if self._logprobs else None
         completion = self._object(answer.text, finish_reason(answer.outcome), logprobs)
         completion["usage"] = usage(answer.outcome)
-        return completion
+        completion["timings"] = timings(answer.outcome)
+        return {**completion, **self._verbose(answer, stream=False)}
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         if isinstance(item, TextDelta):
@@ -187,18 +320,17 @@ class CompletionWire(_OpenAIStream):
             if self._logprobs:
                 logprobs = completion_logprobs(item.logprobs, self._sent)
                 self._sent += b"".join(token.chosen.piece for token in item.logprobs)
-            return [_data(self._object(item.text, None, logprobs))]
+            chunk = self._object(item.text, None, logprobs)
+            return [_data({**chunk, **self._timings_so_far(len(item.token_ids))})]
         return []  # a plain completion has no tool calls
 
+    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
+        last = self._object("", None)
+        last["choices"], last["usage"] = [], usage(outcome)
+        return {**last}
+
     def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        if failed(answer.outcome):
-            return _failure(answer.outcome)
-        events = [_data(self._object("", finish_reason(answer.outcome)))]
-        if self._include_usage:
-            last = self._object("", None)
-            last["choices"], last["usage"] = [], usage(answer.outcome)
-            events.append(_data(last))
-        return [*events, DONE]
+        return self._finished(answer, {**self._object("", finish_reason(answer.outcome))})
 
 
 # -- /v1/chat/completions --------------------------------------------------------------------
@@ -213,7 +345,7 @@ def openai_tool_call(call: ToolCall) -> ToolCallOut:
 
 
 class ChatWire(_OpenAIStream):
-    def whole(self, answer: ChatAnswer) -> ChatCompletion:
+    def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
         tool_calls = [openai_tool_call(call) for call in answer.tool_calls]
         message: AssistantMessage = {
             "role": "assistant",
@@ -224,17 +356,24 @@ class ChatWire(_OpenAIStream):
             message["tool_calls"] = tool_calls
         reason = finish_reason(answer.outcome, bool(answer.tool_calls))
         logprobs = chat_logprobs(answer.tokens.logprobs) if self._logprobs else None
-        return {
+        completion: ChatCompletion = {
             "id": self._id,
             "object": "chat.completion",
             "created": self._created,
             "model": self._model,
             "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [
-                {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": reason}
+                {
+                    "index": self._index,
+                    "message": message,
+                    "logprobs": logprobs,
+                    "finish_reason": reason,
+                }
             ],
             "usage": usage(answer.outcome),
+            "timings": timings(answer.outcome),
         }
+        return {**completion, **self._verbose(answer, stream=False)}
 
     def _chunk(
         self, delta: ChunkDelta, reason: str | None = None, logprobs: ChatLogprobs | None = None
@@ -246,7 +385,12 @@ class ChatWire(_OpenAIStream):
             "model": self._model,
             "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
+                {
+                    "index": self._index,
+                    "delta": delta,
+                    "logprobs": logprobs,
+                    "finish_reason": reason,
+                }
             ],
         }
 
@@ -256,9 +400,10 @@ class ChatWire(_OpenAIStream):
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         match item:
-            case TextDelta(text=text, logprobs=tokens):
+            case TextDelta(text=text, logprobs=tokens, token_ids=ids):
                 logprobs = chat_logprobs(tokens) if self._logprobs else None
-                return [_data(self._chunk({"content": text}, logprobs=logprobs))]
+                chunk = self._chunk({"content": text}, logprobs=logprobs)
+                return [_data({**chunk, **self._timings_so_far(len(ids))})]
             case ToolCallStart(index=index, call_id=call_id, name=name):
                 # id, type and name once per index: the SDK concatenates repeated strings.
                 call: ToolCallDelta = {
@@ -273,16 +418,14 @@ class ChatWire(_OpenAIStream):
                 return [_data(self._chunk({"tool_calls": [more]}))]
         return []  # ToolCallDone: the client has the whole call already
 
+    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
+        last = self._chunk({})
+        last["choices"], last["usage"] = [], usage(outcome)
+        return {**last}
+
     def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        if failed(answer.outcome):
-            return _failure(answer.outcome)
         reason = finish_reason(answer.outcome, bool(answer.tool_calls))
-        events = [_data(self._chunk({}, reason))]
-        if self._include_usage:
-            last = self._chunk({})
-            last["choices"], last["usage"] = [], usage(answer.outcome)
-            events.append(_data(last))
-        return [*events, DONE]
+        return self._finished(answer, {**self._chunk({}, reason)})
 
 
 # -- /v1/responses ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""OpenAI endpoints: /v1/completions, /v1/chat/completions, /v1/responses, /v1/models.
+"""OpenAI endpoints: /v1/completions, /v1/chat/completions, /v1/responses, /v1/models, and
+the prompt size of a chat or Responses request (`…/input_tokens`).
 
 Each plans its generation (adapter.py) and names the wire it is answered in (formatter.py);
 `respond.generation_route` does the rest.
@@ -11,13 +12,14 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 
 from server.api import common
-from server.api.deps import ModelInfoDep
-from server.api.errors import Dialect
+from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.api.errors import Dialect, parse_json_body
 from server.api.model_files import listed_models, read_model_file
 from server.api.openai import adapter, formatter
 from server.api.openai.schemas import (
     ChatCompletion,
     Completion,
+    InputTokens,
     ModelEntry,
     ModelList,
     OpenAIChatRequest,
@@ -25,7 +27,8 @@ from server.api.openai.schemas import (
     ResponseObject,
     ResponsesRequest,
 )
-from server.api.respond import Generation, Served, generation_route
+from server.api.openapi import json_body
+from server.api.respond import Generation, Served, generation_route, named_model
 
 router = APIRouter(tags=["OpenAI"])
 OPENAI = Dialect.OPENAI
@@ -55,17 +58,22 @@ def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
         served.model.name,
         body.include_usage,
         logprobs=body.logprobs is not None,
+        extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
     )
-    return Generation(plan, wire, body.stream)
+    return Generation(plan, wire, body.stream, choices=body.n)
 
 
 @generation_route(router, "/v1/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)
 def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
     plan = adapter.chat_plan(body, served.chat_options("chatcmpl-"), served.model.tokenizer)
     wire = formatter.ChatWire(
-        plan.generation.request_id, served.model.name, body.include_usage, body.logprobs
+        plan.generation.request_id,
+        served.model.name,
+        body.include_usage,
+        body.logprobs,
+        extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
     )
-    return Generation(plan, wire, body.stream)
+    return Generation(plan, wire, body.stream, choices=body.n)
 
 
 @generation_route(router, "/v1/responses", ResponsesRequest, ResponseObject, OPENAI)
@@ -73,3 +81,40 @@ def responses(body: ResponsesRequest, served: Served) -> Generation:
     plan = adapter.responses_plan(body, served.chat_options("resp_"))
     wire = formatter.ResponsesWire(plan.generation.request_id, served.model.name, body)
     return Generation(plan, wire, body.stream)
+
+
+@router.post(
+    "/v1/chat/completions/input_tokens",
+    dependencies=[key_required(OPENAI)],
+    openapi_extra=json_body(OpenAIChatRequest),
+)
+async def chat_input_tokens(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> InputTokens:
+    """The prompt tokens /v1/chat/completions would send for the same body (llama-server's
+    route; its `usage.prompt_tokens` when nothing has to be cut to fit)."""
+    body = await parse_json_body(request, OpenAIChatRequest, OPENAI)
+    model = await named_model(request, scheduler, model, body.model, OPENAI)
+    plan = adapter.chat_plan(
+        body, Served(request, settings, model).chat_options("tok-"), model.tokenizer
+    )
+    return input_tokens(model.tokenizer.tokenize(plan.generation.prompt))
+
+
+@router.post(
+    "/v1/responses/input_tokens",
+    dependencies=[key_required(OPENAI)],
+    openapi_extra=json_body(ResponsesRequest),
+)
+async def responses_input_tokens(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> InputTokens:
+    """The prompt tokens /v1/responses would send for the same body (OpenAI's route)."""
+    body = await parse_json_body(request, ResponsesRequest, OPENAI)
+    model = await named_model(request, scheduler, model, body.model, OPENAI)
+    plan = adapter.responses_plan(body, Served(request, settings, model).chat_options("tok-"))
+    return input_tokens(model.tokenizer.tokenize(plan.generation.prompt))
+
+
+def input_tokens(prompt: list[int]) -> InputTokens:
+    return {"object": "response.input_tokens", "input_tokens": len(prompt)}

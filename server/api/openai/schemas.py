@@ -16,7 +16,11 @@ from typing_extensions import TypedDict
 
 from server.api.function_tools import FunctionDefinition
 from server.api.limits import OptionalTopK, TokenCount
+from server.api.llama.schemas import PredictedTimings, Timings
 from server.api.sampling import Samples
+
+# OpenAI's `n`: each choice takes a queue place of its own, so a few at most.
+MAX_CHOICES = 8
 
 
 class OpenAIBase(BaseModel):
@@ -32,7 +36,9 @@ class OpenAISamplingFields(OpenAIBase):
         default=None, ge=0.0, le=2.0
     )
     top_p: Annotated[float | None, Samples("top_p")] = Field(default=None, ge=0.0, le=1.0)
-    n: int = Field(default=1, ge=1, le=1, description="Only one choice per request.")
+    n: int = Field(
+        default=1, ge=1, le=MAX_CHOICES, description="Replies to generate, each its own request."
+    )
     stream: bool = False
     stream_options: OpenAIStreamOptions | None = None
     stop: str | list[str] | None = None
@@ -54,6 +60,10 @@ class OpenAISamplingFields(OpenAIBase):
     # llama-server extras: a GBNF grammar, or a JSON schema, the reply must follow.
     grammar: str | None = None
     json_schema: dict[str, Any] | None = None
+    # llama-server extras: its `timings` in every streamed chunk, not only the last; its
+    # native answer as `__verbose` (the rendered prompt included).
+    timings_per_token: bool = False
+    verbose: bool = False
 
     @property
     def include_usage(self) -> bool:
@@ -112,6 +122,10 @@ class OpenAIChatRequest(OpenAISamplingFields):
     tools: list[OpenAITool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
+    # llama-server's (and vLLM's) prompt ending: a final assistant message is continued unless
+    # `continue_final_message` is false; `add_generation_prompt: false` opens no reply turn.
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
 
 
 class ResponsesContentPart(OpenAIBase):
@@ -197,6 +211,7 @@ class Completion(TypedDict):
     system_fingerprint: str
     choices: list[CompletionChoice]
     usage: NotRequired[OpenAIUsage]
+    timings: NotRequired[Timings | PredictedTimings]  # llama-server's figures
 
 
 class FunctionOut(TypedDict):
@@ -249,6 +264,7 @@ class ChatCompletion(TypedDict):
     system_fingerprint: str
     choices: list[ChatChoice]
     usage: OpenAIUsage
+    timings: Timings  # llama-server's figures
 
 
 class FunctionDelta(TypedDict, total=False):
@@ -286,6 +302,14 @@ class ChatCompletionChunk(TypedDict):
     system_fingerprint: str
     choices: list[ChunkChoice]
     usage: NotRequired[OpenAIUsage]
+    timings: NotRequired[Timings | PredictedTimings]  # llama-server's figures
+
+
+class InputTokens(TypedDict):
+    """The prompt size of a chat or Responses request (`…/input_tokens`)."""
+
+    object: Literal["response.input_tokens"]
+    input_tokens: int
 
 
 class ModelMeta(TypedDict):

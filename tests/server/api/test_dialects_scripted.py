@@ -4,6 +4,7 @@ tests/server/test_clients_real_model.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,9 @@ import pytest
 
 from server.config import HearthSettings
 from tests.conftest import RunningServer
+from tests.metrics_reader import scrape_until
 from tests.scripted_engine import ScriptedEngine
+from tests.sse import iter_sse
 
 Serve = Callable[..., RunningServer]
 TOOL_JSON = b'{"name": "get_weather", "arguments": {"city": "Oslo"}}'
@@ -200,3 +203,42 @@ def test_cors_preflight_and_headers(serve_engine: Serve) -> None:
             assert header in allowed
         response = client.get("/v1/models", headers={"Origin": "https://example.org"})
         assert response.headers["access-control-allow-origin"] == "*"
+
+
+def test_a_client_leaving_a_stream_of_choices_stops_every_choice(serve_engine: Serve) -> None:
+    """`n: 2` streamed: the choices are two jobs (the scripted engine runs one at a time, so
+    the second waits). A client that leaves after the first text stops the running one and
+    takes the waiting one out of the line before it ever runs."""
+    engine = ScriptedEngine(token_seconds=0.01)
+    base_url = serve_engine(engine, HearthSettings(metrics=True)).base_url
+    body = {"model": "m", "messages": USER, "max_tokens": 500, "n": 2, "stream": True}
+    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        for event in iter_sse(response):
+            if event.data and json.loads(event.data)["choices"][0]["delta"].get("content"):
+                break
+    done = scrape_until(
+        base_url,
+        lambda s: (
+            s.value("llamacpp:requests_processing") == s.value("llamacpp:requests_deferred") == 0
+        ),
+    )
+    assert done.value("hearth_disconnects_total") == 2
+    assert len(engine.requests) == 1
+
+
+def test_choices_that_do_not_all_fit_in_the_queue_are_refused_whole(serve_engine: Serve) -> None:
+    """Three choices where two places are left: a 503 with KoboldCpp's body, and neither
+    admitted choice is left running; two choices then fit and are answered."""
+    engine = ScriptedEngine(token_seconds=0.001)
+    base_url = serve_engine(engine, HearthSettings(multiuser=2, metrics=True)).base_url
+    body = {"model": "m", "messages": USER, "max_tokens": 3}
+    refused = httpx.post(f"{base_url}/v1/chat/completions", json={**body, "n": 3})
+    assert refused.status_code == 503
+    assert refused.json()["detail"]["type"] == "service_unavailable"
+    scrape_until(base_url, lambda s: s.value("llamacpp:requests_processing") == 0)
+    answer = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x").chat.completions.create(
+        **body, n=2
+    )
+    assert [choice.index for choice in answer.choices] == [0, 1]
+    assert all(choice.finish_reason == "length" for choice in answer.choices)

@@ -8,6 +8,7 @@ from server.core.chat import (
     ChatMessage,
     ChatTemplate,
     ChatTemplateError,
+    PromptEnd,
     ToolCall,
     ToolSpec,
     parse_tool_call,
@@ -86,3 +87,52 @@ def test_tool_call_schema_and_parsing() -> None:
     assert call == ToolCall("call_1", "a", {"x": 1})
     with pytest.raises(ValueError):
         parse_tool_call('{"name": "a", "argu', "call_2")
+
+
+PREFILLED = [
+    ChatMessage("system", "Be brief."),
+    ChatMessage("user", "Hi"),
+    ChatMessage("assistant", "Once upon"),
+]
+
+
+def test_gemma_prompt_endings() -> None:
+    """A continued final assistant message stays open; NONE opens no reply turn; a system
+    text with no user turn after it is a user turn of its own, before the assistant's."""
+    assert GEMMA.render(PREFILLED, end=PromptEnd.CONTINUE).prompt == (
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nOnce upon"
+    )
+    assert GEMMA.render(PREFILLED[:2], end=PromptEnd.NONE).prompt == (
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+    )
+    alone = [ChatMessage("system", "Tell a story."), ChatMessage("assistant", "Once")]
+    assert GEMMA.render(alone, end=PromptEnd.CONTINUE).prompt == (
+        "<bos><start_of_turn>user\nTell a story.<end_of_turn>\n<start_of_turn>model\nOnce"
+    )
+    empty = [ChatMessage("user", "Hi"), ChatMessage("assistant", "")]
+    assert GEMMA.render(empty, end=PromptEnd.CONTINUE).prompt == GEMMA.render(empty[:1]).prompt
+
+
+def test_jinja_prompt_endings() -> None:
+    source = (
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    template = ChatTemplate(source, "llama")
+    assert template.render(PREFILLED, end=PromptEnd.CONTINUE).prompt == (
+        "<system>Be brief.</system><user>Hi</user><assistant>Once upon"
+    )
+    assert template.render(PREFILLED[:2], end=PromptEnd.NONE).prompt == (
+        "<system>Be brief.</system><user>Hi</user>"
+    )
+    hiding = ChatTemplate("{% for m in messages %}[{{ m.role }}]{% endfor %}", "llama")
+    with pytest.raises(ChatTemplateError, match="cannot be continued"):
+        hiding.render(PREFILLED, end=PromptEnd.CONTINUE)
+
+
+def test_only_a_final_assistant_text_can_be_continued() -> None:
+    with pytest.raises(ChatTemplateError, match="only a final assistant message"):
+        GEMMA.render(PREFILLED[:2], end=PromptEnd.CONTINUE)
+    call = ChatMessage("assistant", "x", tool_calls=(ToolCall("c1", "f", {}),))
+    with pytest.raises(ChatTemplateError, match="tool calls"):
+        GEMMA.render([ChatMessage("user", "Hi"), call], end=PromptEnd.CONTINUE)

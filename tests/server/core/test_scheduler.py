@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
 from server.core.job import JobState
 from server.core.scheduler import QueueFullError, Scheduler, waiting_places
-from server.core.types import FinishReason, GenerationRequest
+from server.core.types import FinishReason, GenerationRequest, SamplingParams
 from tests.scripted_engine import ScriptedEngine
 
 
@@ -87,3 +88,30 @@ def test_genkey_text_is_private_and_aborted_waiter_never_runs() -> None:
         assert [r.request_id for r in engine.requests] == ["first"]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("default_seed", [-1, 42])
+def test_requests_without_a_seed_use_the_servers_or_a_random_one(default_seed: int) -> None:
+    """llama-server's --seed: a request that sets none samples from the server's seed (the
+    same for every request); without one each gets its own random seed. A request's own seed
+    always wins."""
+    engine = ScriptedEngine()
+
+    async def main() -> list[int]:
+        scheduler = Scheduler(engine, default_seed=default_seed)
+        scheduler.start()
+        try:
+            unseeded = [scheduler.submit(request(f"r{i}")) for i in range(3)]
+            own = replace(request("own"), sampling=SamplingParams(seed=7))
+            seeded = scheduler.submit(own)
+            outcomes = [(await scheduler.collect(job))[1] for job in [*unseeded, seeded]]
+        finally:
+            scheduler.stop()
+        return [outcome.seed for outcome in outcomes]
+
+    *unseeded, own = asyncio.run(main())
+    assert own == 7
+    if default_seed >= 0:
+        assert unseeded == [default_seed] * 3
+    else:
+        assert all(seed >= 0 for seed in unseeded) and len(set(unseeded)) == 3
