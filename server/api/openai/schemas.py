@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from server.api.function_tools import FunctionDefinition
 from server.api.limits import OptionalTopK, TokenCount
-from server.api.llama.schemas import PredictedTimings, Timings
+from server.api.llama.schemas import NativeCompletion, PredictedTimings, Timings
 from server.api.sampling import Samples
 
 # OpenAI's `n`: each choice takes a queue place of its own, so a few at most.
@@ -201,7 +201,12 @@ class CompletionChoice(TypedDict):
     finish_reason: str | None
 
 
-class Completion(TypedDict):
+# llama-server's `verbose: true`: its native answer for the request (not a class body: a
+# `__verbose` field there would be name-mangled).
+VerboseAnswer = TypedDict("VerboseAnswer", {"__verbose": NativeCompletion}, total=False)
+
+
+class Completion(VerboseAnswer):
     """/v1/completions' answer, and each chunk of its stream (`usage` on the last)."""
 
     id: str
@@ -254,7 +259,7 @@ class ChatChoice(TypedDict):
     finish_reason: str
 
 
-class ChatCompletion(TypedDict):
+class ChatCompletion(VerboseAnswer):
     """/v1/chat/completions' answer."""
 
     id: str
@@ -292,7 +297,7 @@ class ChunkChoice(TypedDict):
     finish_reason: str | None
 
 
-class ChatCompletionChunk(TypedDict):
+class ChatCompletionChunk(VerboseAnswer):
     """One chunk of a /v1/chat/completions stream (`usage` only on the last, if asked)."""
 
     id: str
