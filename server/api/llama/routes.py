@@ -42,6 +42,7 @@ from server.api.openai.schemas import (
     Completion,
     OpenAIChatRequest,
     OpenAICompletionRequest,
+    ResponsesRequest,
 )
 from server.api.openapi import json_body
 from server.api.respond import (
@@ -62,11 +63,17 @@ generation_route(router, "/completions", OpenAICompletionRequest, Completion, OP
 generation_route(router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)(
     chat_completions
 )
-for path, counter in (
-    ("/chat/completions/input_tokens", chat_input_tokens),
-    ("/responses/input_tokens", responses_input_tokens),
+for path, counter, counted in (
+    ("/chat/completions/input_tokens", chat_input_tokens, OpenAIChatRequest),
+    ("/responses/input_tokens", responses_input_tokens, ResponsesRequest),
 ):
-    router.add_api_route(path, counter, methods=["POST"], dependencies=[RequireKey])
+    router.add_api_route(
+        path,
+        counter,
+        methods=["POST"],
+        dependencies=[RequireKey],
+        openapi_extra=json_body(counted),
+    )
 
 
 @router.get("/health")
