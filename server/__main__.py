@@ -41,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from server.device_list import main as list_devices
 
         return list_devices(arguments[1:])
+    if arguments[:1] == ["rpc-worker"]:  # llama.cpp's rpc-server, from the same libraries
+        from server.rpc_worker import main as rpc_worker
+
+        return rpc_worker(arguments[1:])
     try:
         command_line = parse_command_line(argv)
     except SettingsFileError as exc:

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a local GGUF language model to every chat client: KoboldAI, OpenAI, "
         "Anthropic and Ollama APIs.",
         epilog="`hearth list-devices [--json]` lists the GPUs and the CPU llama.cpp can use, "
-        "with the numbers --usevulkan takes.",
+        "with the numbers --usevulkan takes. `hearth rpc-worker --help`: lend this machine's "
+        "devices to another Hearth (llama.cpp's RPC).",
         argument_default=argparse.SUPPRESS,
     )
     # Positionals get an explicit None: argparse would otherwise run `type` on SUPPRESS.

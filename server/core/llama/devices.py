@@ -47,7 +47,8 @@ class Device:
         return f"{self.name} ({self.description}, {self.free_bytes / 2**30:.1f} GiB free)"
 
 
-def _bind() -> tuple[Any, Any]:
+def device_api() -> tuple[Any, Any]:
+    """libggml and libggml-base with ggml's device functions declared."""
     ggml = ctypes.CDLL(str(shared_library("ggml")))
     base = ctypes.CDLL(str(shared_library("ggml-base")))
     ggml.ggml_backend_dev_count.argtypes, ggml.ggml_backend_dev_count.restype = [], ctypes.c_size_t
@@ -77,7 +78,7 @@ def _bind() -> tuple[Any, Any]:
 
 def ggml_devices() -> list[Device]:
     """Every device in ggml's registry, in its order (GPUs first, the CPU last)."""
-    ggml, base = _bind()
+    ggml, base = device_api()
     devices = []
     for index in range(ggml.ggml_backend_dev_count()):
         handle = ggml.ggml_backend_dev_get(index)
