@@ -28,6 +28,7 @@ from server.model_fetch import downloaded_models, model_for
 from server.model_file import ModelFileError, check_gguf_file
 from server.netcheck import port_in_use
 from server.parent_watch import stop_when_launcher_leaves
+from server.rpc_supervisor import run_supervised, supervised
 
 logger = logging.getLogger("hearth")
 
@@ -60,6 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         given = command_line.model_or_config_given
         return run_launcher(settings if given else None)
+    if settings.rpc and not supervised():
+        # llama.cpp aborts a process that loses an RPC worker: serve from a child, so that
+        # this one can say which worker was lost.
+        from server.core.llama.rpc import worker_endpoints
+
+        try:
+            endpoints = worker_endpoints(settings.rpc)
+        except EngineError as exc:
+            sys.stderr.write(f"hearth: {exc}\n")
+            return EXIT_USAGE
+        return run_supervised(arguments, endpoints)
     setup_console_logging()
     stop_when_launcher_leaves(_request_shutdown)
     return serve(settings)

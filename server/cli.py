@@ -38,6 +38,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "usevulkan": ("--usevulkan",),
     "usecuda": ("--usecuda",),
     "usecpu": ("--usecpu",),
+    "rpc": ("--rpc",),  # llama-server's flag
     "multiuser": ("--multiuser",),
     "parallelrequests": ("--parallelrequests",),
     "batchsize": ("--batchsize",),
@@ -65,6 +66,7 @@ _METAVARS = {
     "admindir": "DIR",
     "adminpassword": "PASSWORD",
     "embeddingsmodel": "FILE",
+    "rpc": "HOST:PORT[,HOST:PORT]",
 }
 
 

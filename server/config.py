@@ -80,6 +80,12 @@ class HearthSettings(BaseModel):
         default=None, description="Use the CUDA backend ([normal] [device id]; none: all GPUs)."
     )
     usecpu: bool = Field(default=False, description="Run on the CPU only: offload nothing.")
+    # llama-server's --rpc (and its .kcpps key in KoboldCpp builds that have it): the devices of
+    # `hearth rpc-worker`s elsewhere take layers as if they were local GPUs.
+    rpc: str | None = Field(
+        default=None,
+        description="RPC workers (HOST:PORT[,HOST:PORT]) whose devices take layers.",
+    )
 
     @property
     def cuda_device(self) -> int | None:
@@ -161,6 +167,7 @@ class HearthSettings(BaseModel):
         "admindir",
         "adminpassword",
         "embeddingsmodel",
+        "rpc",
         mode="before",
     )
     @classmethod

@@ -141,7 +141,12 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
     total = estimate.all_layers
     if settings.usecpu:
         return Placement("CPU", (), 0, total, "--usecpu")
-    if not gpu_backends:
+    if settings.rpc:
+        # Imported here: rpc.py builds on this module's device functions.
+        from server.core.llama.rpc import register_workers, worker_endpoints
+
+        register_workers(worker_endpoints(settings.rpc))
+    elif not gpu_backends:
         return Placement("CPU", (), 0, total, "this build of llama.cpp has no GPU backend")
     gpus = [device for device in ggml_devices() if device.takes_layers]
     if not gpus:

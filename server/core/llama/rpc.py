@@ -1,18 +1,29 @@
-"""llama.cpp's RPC backend (ggml-rpc): this machine's devices served to another Hearth.
+"""llama.cpp's RPC backend (ggml-rpc): devices lent between machines.
 
-`serve_devices` runs ggml's own RPC server (`ggml_backend_rpc_start_server`, what llama.cpp's
-`rpc-server` binary calls) from the libraries llama-cpp-python ships, so a worker needs no
-separate binary. It never returns: it accepts one client at a time until the process ends.
+Worker side: `serve_devices` runs ggml's own RPC server (`ggml_backend_rpc_start_server`,
+what llama.cpp's `rpc-server` binary calls) from the libraries llama-cpp-python ships, so a
+worker needs no separate binary. It never returns: it accepts one client at a time until the
+process ends.
+
+Client side (`--rpc`): `register_workers` adds each worker's devices to ggml's registry before
+the model loads, as llama-server's `--rpc` does; llama.cpp then offloads layers to them first.
 """
 
 from __future__ import annotations
 
 import ctypes
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from server.core.engine import EngineError
 from server.core.llama.devices import Device, device_api, ggml_devices
 from server.core.llama.native import shared_library
+
+REACH_TIMEOUT_SECONDS = 5.0
+# ggml's registry is one per process and cannot forget a device: a worker registered twice
+# would be two devices. So this process remembers what it registered.
+_registered: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -59,3 +70,58 @@ def serve_devices(endpoint: str, threads: int, devices: Sequence[ServedDevice]) 
     start.restype = None
     handles = (ctypes.c_void_p * len(devices))(*(served.handle for served in devices))
     start(endpoint.encode(), None, threads, len(devices), handles)
+
+
+def worker_endpoints(text: str) -> list[str]:
+    """`--rpc`'s comma-separated HOST:PORT list; EngineError for one that is not."""
+    endpoints = [part.strip() for part in text.split(",") if part.strip()]
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise EngineError(f"--rpc {endpoint}: expected HOST:PORT (e.g. 10.0.0.5:50052)")
+    return endpoints
+
+
+def _reach_problem(endpoint: str) -> str | None:
+    """Why `endpoint` does not accept a connection, or None when it does."""
+    host, _, port = endpoint.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), REACH_TIMEOUT_SECONDS):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def unreachable_workers(endpoints: Sequence[str]) -> list[str]:
+    return [endpoint for endpoint in endpoints if _reach_problem(endpoint) is not None]
+
+
+def register_workers(endpoints: Sequence[str]) -> None:
+    """Add each worker's devices to ggml's registry; before the model loads.
+
+    Each worker is reached first: llama.cpp aborts the whole process when it cannot connect
+    (`ggml_backend_rpc_add_server`), so an unreachable one is an EngineError naming it."""
+    for endpoint in endpoints:
+        problem = _reach_problem(endpoint)
+        if problem is not None:
+            port = endpoint.rpartition(":")[2]
+            raise EngineError(
+                f"RPC worker {endpoint} is unreachable ({problem}); start it there with "
+                f"`hearth rpc-worker --host <its address> --port {port}`"
+            )
+    rpc = ctypes.CDLL(str(shared_library("ggml-rpc")))
+    add_server = rpc.ggml_backend_rpc_add_server
+    add_server.argtypes, add_server.restype = [ctypes.c_char_p], ctypes.c_void_p
+    ggml, _ = device_api()
+    ggml.ggml_backend_register.argtypes, ggml.ggml_backend_register.restype = (
+        [ctypes.c_void_p],
+        None,
+    )
+    for endpoint in endpoints:
+        if endpoint in _registered:
+            continue
+        registry = add_server(endpoint.encode())
+        if not registry:
+            raise EngineError(f"RPC worker {endpoint}: llama.cpp could not add it")
+        ggml.ggml_backend_register(registry)
+        _registered.add(endpoint)

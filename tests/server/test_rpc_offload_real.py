@@ -1,0 +1,101 @@
+"""`hearth --rpc`: every layer of the bundled model on two `hearth rpc-worker`s, on loopback.
+
+Weights on a remote device skip the CPU's repacking, so the local run it is compared with has
+repacking off (`--parallelrequests 2` turns it off) and only the first decode's top logits are
+compared, not texts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, RunningServer, free_port
+from tests.gpu.test_vulkan import first_logits
+from tests.server.test_rpc_worker import lines_until_ready, start_worker, stop
+
+pytestmark = pytest.mark.model
+
+StartHearth = Callable[[Sequence[str]], RunningServer]
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[str]:
+    """Two workers serving their CPU, one thread each; `--rpc`'s value for them."""
+    started = []
+    try:
+        for _ in range(2):
+            port = free_port()
+            worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
+            started.append((worker, f"127.0.0.1:{port}"))
+            "".join(lines_until_ready(worker))
+        yield ",".join(endpoint for _, endpoint in started)
+    finally:
+        for worker, _ in started:
+            stop(worker)
+
+
+def test_every_layer_on_two_workers_gives_the_local_logits(workers: str) -> None:
+    remote = first_logits(["--rpc", workers, "--gpulayers", "99", "--threads", "1"])
+    local = first_logits(["--usecpu", "--parallelrequests", "2", "--threads", "1"])
+    assert "RPC" in str(remote["placement"]), remote["placement"]
+    assert remote["gpu_layers"] == 19  # all of Gemma 3 270M's 18 blocks and its output layer
+    remote_top = [(int(token), float(logit)) for token, logit in remote["top"]]  # type: ignore[attr-defined]
+    local_top = [(int(token), float(logit)) for token, logit in local["top"]]  # type: ignore[attr-defined]
+    assert remote_top[0][0] == local_top[0][0]
+    assert {t for t, _ in remote_top[:5]} == {t for t, _ in local_top[:5]}
+    remote_logits = dict(remote_top)
+    for token, logit in local_top[:5]:
+        assert abs(remote_logits[token] - logit) < 0.05, (token, remote_logits[token], logit)
+
+
+def test_the_server_generates_on_its_workers(start_hearth: StartHearth, workers: str) -> None:
+    server = start_hearth(["--rpc", workers, "--gpulayers", "99", "--threads", "1"])
+    version = httpx.get(f"{server.base_url}/api/extra/version", timeout=30).json()
+    assert version["backend"] == "RPC" and version["gpu_layers"] == 19
+    answer = httpx.post(
+        f"{server.base_url}/completion",
+        json={"prompt": "1, 2, 3, 4, 5, 6, 7,", "n_predict": 8, "ignore_eos": True},
+        timeout=300,
+    ).json()
+    assert answer["tokens_predicted"] == 8 and answer["content"]
+
+
+def test_an_unreachable_worker_is_named_before_anything_loads() -> None:
+    nobody = f"127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "--skiplauncher", "--rpc", nobody],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert f"RPC worker {nobody} is unreachable" in result.stdout + result.stderr
+    assert "hearth rpc-worker" in result.stdout + result.stderr
+
+
+def test_a_lost_worker_ends_the_server_naming_it(start_hearth: StartHearth) -> None:
+    """llama.cpp aborts the process that loses a worker mid-run; the `hearth` the user
+    started outlives it, names the worker in its last line and exits 1."""
+    port = free_port()
+    worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
+    "".join(lines_until_ready(worker))
+    endpoint = f"127.0.0.1:{port}"
+    server = start_hearth(["--rpc", endpoint, "--gpulayers", "99", "--threads", "1"])
+    assert server.process is not None
+    body = {"prompt": "x", "max_tokens": 4000, "stream": True}
+    with httpx.stream("POST", f"{server.base_url}/v1/completions", json=body, timeout=120) as r:
+        lines = r.iter_lines()
+        next(line for line in lines if line.startswith("data: "))  # generating on the worker
+        worker.kill()
+        worker.wait()
+        with pytest.raises(httpx.RemoteProtocolError):  # its process is gone
+            for _ in lines:
+                pass
+    assert server.process.wait(timeout=60) == 1
+    last = server.wait_for_output(f"lost RPC worker {endpoint}", timeout=10)
+    assert "Restart the worker, then Hearth." in last
