@@ -66,6 +66,13 @@ METRICS_TOOLTIP = (
     "Hearth's own (503s, aborts, disconnects, queue wait). The password, when set, guards it."
 )
 
+RPC_TOOLTIP = (
+    "Other machines running `hearth rpc-worker` (llama.cpp's RPC), as host:port, separated "
+    "by commas: their GPUs (or memory) take layers of the model as if they were this "
+    "machine's, for a model too big for it (llama-server's --rpc). llama.cpp's RPC has no "
+    "password: use it only on a network you trust. Empty: every layer stays here."
+)
+
 
 EMBEDDINGS_MODEL_TOOLTIP = (
     "A separate GGUF for /v1/embeddings, /api/embed and /api/extra/embeddings (KoboldCpp's "
@@ -271,6 +278,8 @@ class NetworkTab(SettingsForm):
             "quiet", "Quiet Mode", "Hide prompts and replies in the log (figures still show)."
         )
         self.metrics = self.add_check("metrics", "Prometheus Metrics", METRICS_TOOLTIP)
+        self.rpc = line_edit("none: every layer on this computer")
+        self.add_row("rpc", "RPC Workers:", self.rpc, RPC_TOOLTIP)
 
     def load(self, settings: HearthSettings) -> None:
         self.host.setText(settings.host)
@@ -280,6 +289,7 @@ class NetworkTab(SettingsForm):
         self.password.setText(settings.password or "")
         self.quiet.setChecked(settings.quiet)
         self.metrics.setChecked(settings.metrics)
+        self.rpc.setText(settings.rpc or "")
 
     def read(self) -> dict[str, Any]:
         return {
@@ -290,6 +300,7 @@ class NetworkTab(SettingsForm):
             "password": self.password.text() or None,
             "quiet": self.quiet.isChecked(),
             "metrics": self.metrics.isChecked(),
+            "rpc": self.rpc.text().strip() or None,
         }
 
 
