@@ -39,6 +39,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "usecuda": ("--usecuda",),
     "usecpu": ("--usecpu",),
     "rpc": ("--rpc",),  # llama-server's flag
+    "tensor_split": ("--tensor_split", "--tensorsplit"),
     "multiuser": ("--multiuser",),
     "parallelrequests": ("--parallelrequests",),
     "batchsize": ("--batchsize",),
@@ -109,6 +110,9 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
         parser.add_argument(
             *flags, dest=name, nargs="*", type=int, metavar="ID", help=f"{description}"
         )
+        return
+    if name == "tensor_split":  # KoboldCpp: `--tensor_split 3 1`; llama-server: `3,1`
+        parser.add_argument(*flags, dest=name, nargs="+", metavar="SHARE", help=description)
         return
     if name == "usecuda":  # KoboldCpp: `--usecuda [normal|lowvram] [ID] [mmq|nommq] …`
         parser.add_argument(*flags, dest=name, nargs="*", metavar="WORD", help=description)

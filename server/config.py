@@ -86,6 +86,13 @@ class HearthSettings(BaseModel):
         default=None,
         description="RPC workers (HOST:PORT[,HOST:PORT]) whose devices take layers.",
     )
+    # KoboldCpp's `tensor_split` (llama-server's --tensor-split): the share of the offloaded
+    # layers each device takes, in llama.cpp's device order (RPC workers first, then GPUs).
+    tensor_split: list[Annotated[float, Field(ge=0.0)]] | None = Field(
+        default=None,
+        description="Share of the layers per device (RPC workers, then GPUs); none: by free "
+        "memory.",
+    )
 
     @property
     def cuda_device(self) -> int | None:
@@ -177,6 +184,18 @@ class HearthSettings(BaseModel):
             return None
         return value.strip() if isinstance(value, str) else value
 
+    @field_validator("tensor_split", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        # llama-server writes "3,1"; KoboldCpp a list ([3, 1]); [] or all zeros: not set.
+        if isinstance(value, str):
+            value = [part for part in value.replace(",", " ").split() if part]
+        if isinstance(value, list):
+            value = [part for item in value for part in _comma_parts(item)]
+            if not value or all(float(part) == 0 for part in value):
+                return None
+        return value
+
     @field_validator("host", mode="before")
     @classmethod
     def _strip_host(cls, value: Any) -> Any:
@@ -219,6 +238,12 @@ class HearthSettings(BaseModel):
         data = self.model_dump(mode="json")
         data.setdefault("istemplate", False)
         return data
+
+
+def _comma_parts(item: Any) -> list[Any]:
+    if isinstance(item, str):
+        return [part for part in item.split(",") if part.strip()]
+    return [item]
 
 
 def _is_loopback(host: str) -> bool:

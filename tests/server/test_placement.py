@@ -11,7 +11,12 @@ import pytest
 
 from server.config import HearthSettings
 from server.core.engine import EngineError
-from server.core.llama.devices import choose_devices, ggml_devices, plan_placement
+from server.core.llama.devices import (
+    choose_devices,
+    ggml_devices,
+    layers_per_device,
+    plan_placement,
+)
 from server.gguf_metadata import gguf_summary
 from server.memory_fit import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
 from server.model_file import resolve_model_path
@@ -104,3 +109,21 @@ def test_ggml_lists_the_cpu_with_its_memory() -> None:
     cpu = [device for device in ggml_devices() if device.backend == "CPU"]
     assert len(cpu) == 1 and cpu[0].kind == "CPU" and not cpu[0].takes_layers
     assert cpu[0].total_bytes > 256 * MIB and 0 < cpu[0].free_bytes <= cpu[0].total_bytes
+
+
+@pytest.mark.parametrize(
+    ("shares", "gpu_layers", "held"),
+    [
+        ([1, 1], 99, ["10 layers", "8 layers and the output layer"]),
+        ([1, 0], 99, ["18 layers and the output layer", "0 layers"]),
+        ([3, 1], 99, ["15 layers", "3 layers and the output layer"]),
+        ([1, 1], 10, ["5 layers", "5 layers"]),  # the output layer stays on the CPU
+        ([0, 0], 99, ["10 layers", "8 layers and the output layer"]),  # no shares: even
+        ([2], 99, ["18 layers and the output layer", "0 layers"]),  # missing shares are 0
+    ],
+)
+def test_layers_per_device_follow_llama_cpps_split_rule(
+    shares: list[float], gpu_layers: int, held: list[str]
+) -> None:
+    """Gemma 3 270M: 18 repeating layers and the output layer over two devices."""
+    assert layers_per_device(shares, 2, gpu_layers, 18) == held

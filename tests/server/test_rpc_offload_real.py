@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 import pytest
 
-from tests.conftest import ROOT, RunningServer, free_port
+from tests.conftest import ROOT, RunningServer, free_port, stop_process
 from tests.gpu.test_vulkan import first_logits
 from tests.server.test_rpc_worker import lines_until_ready, start_worker, stop
 
@@ -41,7 +41,10 @@ def workers() -> Iterator[str]:
 def test_every_layer_on_two_workers_gives_the_local_logits(workers: str) -> None:
     remote = first_logits(["--rpc", workers, "--gpulayers", "99", "--threads", "1"])
     local = first_logits(["--usecpu", "--parallelrequests", "2", "--threads", "1"])
-    assert "RPC" in str(remote["placement"]), remote["placement"]
+    first, second = workers.split(",")
+    placement = str(remote["placement"])  # what the console and the running view say
+    assert f"RPC0 ({first}, " in placement and f"RPC1 ({second}, " in placement, placement
+    assert "): 10 layers, " in placement and "): 8 layers and the output layer" in placement
     assert remote["gpu_layers"] == 19  # all of Gemma 3 270M's 18 blocks and its output layer
     remote_top = [(int(token), float(logit)) for token, logit in remote["top"]]  # type: ignore[attr-defined]
     local_top = [(int(token), float(logit)) for token, logit in local["top"]]  # type: ignore[attr-defined]
@@ -99,3 +102,42 @@ def test_a_lost_worker_ends_the_server_naming_it(start_hearth: StartHearth) -> N
     assert server.process.wait(timeout=60) == 1
     last = server.wait_for_output(f"lost RPC worker {endpoint}", timeout=10)
     assert "Restart the worker, then Hearth." in last
+
+
+def resident_mib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("holder", [0, 1])
+def test_tensorsplit_puts_the_weights_where_it_says(start_hearth: StartHearth, holder: int) -> None:
+    """`--tensorsplit 1,0` puts every offloaded layer (and so the output layer) on the first
+    worker, `0,1` on the second: the worker that holds them grows by the weights, the other
+    by next to nothing."""
+    workers = []
+    try:
+        for _ in range(2):
+            port = free_port()
+            worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
+            "".join(lines_until_ready(worker))
+            workers.append((worker, f"127.0.0.1:{port}"))
+        before = [resident_mib(worker.pid) for worker, _ in workers]
+        split = ",".join("1" if index == holder else "0" for index in range(2))
+        endpoints = ",".join(endpoint for _, endpoint in workers)
+        server = start_hearth(
+            ["--rpc", endpoints, "--gpulayers", "99", "--threads", "1", "--tensorsplit", split]
+        )
+        now = [resident_mib(worker.pid) for worker, _ in workers]
+        placement = httpx.get(f"{server.base_url}/api/extra/perf", timeout=30).json()["placement"]
+        holder_endpoint = workers[holder][1]
+        assert f"{holder_endpoint}, " in placement and "18 layers and the output layer" in placement
+        grown = [after - was for after, was in zip(now, before, strict=True)]
+        assert stop_process(server) == 0
+    finally:
+        for worker, _ in workers:
+            stop(worker)
+    assert grown[holder] > 150, grown  # the weights: most of the 253 MB file
+    assert grown[1 - holder] < grown[holder] / 10, grown

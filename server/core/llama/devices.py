@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +149,11 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
         register_workers(worker_endpoints(settings.rpc))
     elif not gpu_backends:
         return Placement("CPU", (), 0, total, "this build of llama.cpp has no GPU backend")
-    gpus = [device for device in ggml_devices() if device.takes_layers]
+    # llama.cpp's order: RPC workers' devices first, then this machine's GPUs.
+    gpus = sorted(
+        (device for device in ggml_devices() if device.takes_layers),
+        key=lambda device: device.backend != "RPC",
+    )
     if not gpus:
         return Placement("CPU", (), 0, total, _no_gpu_reason())
     if settings.gpulayers >= 0:
@@ -161,7 +166,43 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
             f"for a {settings.contextsize}-token context"
         )
     backend = "+".join(dict.fromkeys(device.backend for device in gpus))
-    return Placement(backend, tuple(device.summary() for device in gpus), layers, total, reason)
+    summaries = [device.summary() for device in gpus]
+    if len(gpus) > 1:  # say which device holds what
+        shares = settings.tensor_split or [float(device.free_bytes) for device in gpus]
+        held = layers_per_device(shares, len(gpus), layers, total - 1)
+        summaries = [f"{summary}: {what}" for summary, what in zip(summaries, held, strict=True)]
+    return Placement(backend, tuple(summaries), layers, total, reason)
+
+
+def layers_per_device(
+    shares: Sequence[float], devices: int, gpu_layers: int, repeating_layers: int
+) -> list[str]:
+    """What each device holds, by llama.cpp's rule (llama-model.cpp `load_tensors`): the
+    offloaded layers (the last `gpu_layers` of the repeating layers, then the output layer)
+    go to devices by the cumulative, normalized shares (free memory, or --tensorsplit)."""
+    padded = [*list(shares)[:devices], *[0.0] * max(0, devices - len(shares))]
+    if not any(padded):
+        padded = [1.0] * devices
+    bounds, running = [], 0.0
+    for share in padded:
+        running += share
+        bounds.append(running)
+    bounds = [bound / running for bound in bounds]
+    first = max(repeating_layers - gpu_layers, 0)
+    offloaded = min(gpu_layers, repeating_layers + 1)
+    counts, output = [0] * devices, None
+    for layer in range(first, repeating_layers + 1):
+        if layer - first >= offloaded:
+            break
+        index = min(bisect_right(bounds, (layer - first) / offloaded), devices - 1)
+        if layer == repeating_layers:
+            output = index
+        else:
+            counts[index] += 1
+    return [
+        f"{count} layers" + (" and the output layer" if index == output else "")
+        for index, count in enumerate(counts)
+    ]
 
 
 def _check_vulkan_ids(ids: Sequence[int]) -> None:

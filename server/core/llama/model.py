@@ -39,6 +39,10 @@ def _model_params(settings: HearthSettings, gpu_layers: int, progress: Any) -> A
     # here: no loss of speed on the bundled model); a single slot keeps it.
     params.use_extra_bufts = settings.parallelrequests <= 1
     params.progress_callback = progress
+    if settings.tensor_split:
+        # The struct keeps the array alive (ctypes holds it in the params' _objects).
+        shares = settings.tensor_split[: llama.LLAMA_MAX_DEVICES]
+        params.tensor_split = (ctypes.c_float * llama.LLAMA_MAX_DEVICES)(*shares)
     return params
 
 
