@@ -36,9 +36,10 @@ def run_supervised(arguments: Sequence[str], endpoints: Sequence[str]) -> int:
     from server.core.llama.rpc import unreachable_workers
 
     environment = {**os.environ, SUPERVISED_ENV: "1", "GGML_NO_BACKTRACE": "1"}
-    # Its own process group: a Ctrl-C in the terminal reaches only this process, which passes
-    # it on once (a server that got two would take the second as "stop now").
-    child = subprocess.Popen(_server_command(arguments), env=environment, process_group=0)
+    # Its own process group (POSIX): a Ctrl-C in the terminal reaches only this process, which
+    # passes it on once (a server that got two would take the second as "stop now").
+    own_group = 0 if os.name == "posix" else None
+    child = subprocess.Popen(_server_command(arguments), env=environment, process_group=own_group)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, _frame: child.send_signal(number))
     code = child.wait()
