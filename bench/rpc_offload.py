@@ -15,42 +15,15 @@ from __future__ import annotations
 import argparse
 import signal
 import statistics
-import subprocess
-import sys
 
 import httpx
 
-from bench.servers import ROOT, hearth_command, start_server, stop_server
+from bench.servers import hearth_command, start_server, stop_server
 from tests.conftest import free_port
+from tests.server.test_rpc_worker import cpu_worker
 
 PROBE = "/api/extra/version"
 PROMPT = "Once upon a time, in a village by the sea, there lived an old fisherman who"
-
-
-def start_worker(port: int) -> subprocess.Popen[str]:
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server",
-            "rpc-worker",
-            "--port",
-            str(port),
-            "--threads",
-            "1",
-            "--device",
-            "CPU",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert worker.stdout is not None
-    for line in worker.stdout:
-        if line.startswith("Use it from Hearth with"):
-            return worker
-    raise RuntimeError(f"the worker on port {port} did not start")
 
 
 def speeds(base_url: str, tokens: int) -> tuple[float, float]:
@@ -71,7 +44,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
     worker_ports = [free_port() for _ in range(2)]
-    workers = [start_worker(port) for port in worker_ports]
+    workers = [cpu_worker(port) for port in worker_ports]
     servers = []
     try:
         endpoints = ",".join(f"127.0.0.1:{port}" for port in worker_ports)

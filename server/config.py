@@ -8,13 +8,13 @@ module without pulling in the engine.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from server.core.types import DEFAULT_MULTIUSER
+from server.netcheck import is_loopback
 
 DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
@@ -209,7 +209,7 @@ class HearthSettings(BaseModel):
     @property
     def exposed_without_password(self) -> bool:
         """True when other machines could reach the server and nothing guards it."""
-        return not _is_loopback(self.listen_host) and not self.password
+        return not is_loopback(self.listen_host) and not self.password
 
     @property
     def admin_folder(self) -> str | None:
@@ -244,12 +244,3 @@ def _comma_parts(item: Any) -> list[Any]:
     if isinstance(item, str):
         return [part for part in item.split(",") if part.strip()]
     return [item]
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from urllib.parse import urlparse
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this computer only (localhost, 127.x, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -10,13 +10,13 @@ it cleanly; the RPC server itself runs in a thread, since ggml's accept loop nev
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Sequence
+
+from server.netcheck import is_loopback, port_in_use
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server's
 EXIT_USAGE = 2
@@ -52,32 +52,17 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _port_problem(host: str, port: int) -> str | None:
-    """Why the worker could not listen there, found before ggml tries (it would exit with a
-    bare message of its own)."""
-    try:
-        with socket.socket() as probe:
-            probe.bind((host, port))
-    except OSError as exc:
-        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-    return None
-
-
 def main(arguments: Sequence[str]) -> int:
     options = build_parser().parse_args(list(arguments))
     if not 1 <= options.port <= 65535 or options.threads < 1:
         sys.stderr.write("hearth rpc-worker: --port is 1-65535 and --threads at least 1\n")
         return EXIT_USAGE
-    problem = _port_problem(options.host, options.port)
-    if problem is not None:
-        sys.stderr.write(f"hearth rpc-worker: {problem}\n")
+    # Checked first: ggml would exit with a bare message of its own.
+    if port_in_use(options.host, options.port):
+        sys.stderr.write(
+            f"hearth rpc-worker: cannot listen on {options.host}:{options.port} (the port is "
+            "in use, or the address is not this computer's)\n"
+        )
         return EXIT_USAGE
     from server.core.llama.rpc import UnknownDeviceError, devices_to_serve, serve_devices
 
@@ -91,7 +76,7 @@ def main(arguments: Sequence[str]) -> int:
     served = "; ".join(served.device.summary() for served in devices)
     say(f"RPC worker on {endpoint}, serving {served}, {options.threads} CPU threads.")
     say("llama.cpp's RPC has no authentication: use it only on a trusted network.")
-    if not _is_loopback(options.host):
+    if not is_loopback(options.host):
         say(
             f"WARNING: listening on {options.host}, not loopback: anyone who can reach this "
             "port can run code on these devices and read what they hold."

@@ -3,6 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
+
+from app.main_window import MainWindow
+from server.config import HearthSettings
+from tests.conftest import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +16,11 @@ def private_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "config"
     monkeypatch.setenv("HEARTH_CONFIG_DIR", str(folder))
     return folder
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> MainWindow:
+    """A launcher window on a free port (modules with their own `window` use theirs)."""
+    main = MainWindow(HearthSettings(port_param=free_port()))
+    qtbot.addWidget(main)
+    return main

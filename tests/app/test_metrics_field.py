@@ -10,16 +10,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from server.cli import parse_command_line
-from server.config import HearthSettings
-from tests.conftest import free_port
-
-
-@pytest.fixture
-def window(qtbot: QtBot) -> MainWindow:
-    main = MainWindow(HearthSettings(port_param=free_port()))
-    qtbot.addWidget(main)
-    return main
+from tests.app.launching import launched_settings
 
 
 def test_the_box_turns_metrics_on_for_the_launched_server(
@@ -34,15 +25,7 @@ def test_the_box_turns_metrics_on_for_the_launched_server(
     settings = window.read_settings()
     assert settings is not None and settings.metrics
 
-    # Launch, without starting a process: what it would run is parsed as the server parses it.
-    started: list[list[str]] = []
-    monkeypatch.setattr(
-        window.server, "start", lambda _program, arguments: started.append(arguments)
-    )
-    monkeypatch.setattr(window.poller, "start", lambda _url: None)
-    assert window.launch()
-    arguments = started[0]
-    served = parse_command_line(arguments[arguments.index("--skiplauncher") :]).settings
+    served = launched_settings(window, monkeypatch)
     assert served.metrics
 
     with qtbot.waitSignal(box.toggled):

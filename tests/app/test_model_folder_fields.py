@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.run_view import RunView
-from server.cli import parse_command_line
 from server.config import HearthSettings
+from tests.app.launching import launched_settings
 
 
 @pytest.fixture
@@ -160,14 +160,7 @@ def test_embeddings_model_field_round_trips_and_reaches_the_server(
     settings = window.read_settings()
     assert settings is not None and settings.embeddingsmodel == str(embedder)
 
-    started: list[list[str]] = []
-    monkeypatch.setattr(
-        window.server, "start", lambda _program, arguments: started.append(arguments)
-    )
-    monkeypatch.setattr(window.poller, "start", lambda _url: None)
-    assert window.launch()
-    arguments = started[0]
-    served = parse_command_line(arguments[arguments.index("--skiplauncher") :]).settings
+    served = launched_settings(window, monkeypatch)
     assert served.embeddingsmodel == str(embedder)
 
     window.quick.embeddings_model.setText("")

@@ -10,18 +10,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from server.cli import parse_command_line
-from server.config import HearthSettings
-from tests.conftest import free_port
+from tests.app.launching import launched_settings
 
 WORKERS = "10.0.0.5:50052,10.0.0.6:50052"
-
-
-@pytest.fixture
-def window(qtbot: QtBot) -> MainWindow:
-    main = MainWindow(HearthSettings(port_param=free_port()))
-    qtbot.addWidget(main)
-    return main
 
 
 def test_the_field_sets_the_launched_servers_workers(
@@ -34,14 +25,7 @@ def test_the_field_sets_the_launched_servers_workers(
     settings = window.read_settings()
     assert settings is not None and settings.rpc == WORKERS
 
-    started: list[list[str]] = []
-    monkeypatch.setattr(
-        window.server, "start", lambda _program, arguments: started.append(arguments)
-    )
-    monkeypatch.setattr(window.poller, "start", lambda _url: None)
-    assert window.launch()
-    arguments = started[0]
-    served = parse_command_line(arguments[arguments.index("--skiplauncher") :]).settings
+    served = launched_settings(window, monkeypatch)
     assert served.rpc == WORKERS
 
     field.clear()

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,27 +135,37 @@ def test_six_streams_are_served_token_by_token_by_both_instances(replicas: Repli
     assert {record.upstream for record in records} == addresses
 
 
+LONG_STREAM = {"prompt": "The river", "n_predict": 4000, "ignore_eos": True}
+
+
+@contextmanager
+def held_streams(url: str, count: int) -> Iterator[list[StreamRecord]]:
+    """`count` long streams opened at once, each holding its place (running or waiting) until
+    the block ends; inside it, every one has its status (and a refusal its body)."""
+    records = [StreamRecord() for _ in range(count)]
+    answered = threading.Barrier(count + 1)
+    leave = threading.Event()
+
+    def client(record: StreamRecord) -> None:
+        stream_completion(url, LONG_STREAM, record, lambda: (answered.wait(), leave.wait()))
+
+    threads = [threading.Thread(target=client, args=(record,)) for record in records]
+    for thread in threads:
+        thread.start()
+    try:
+        answered.wait(timeout=300)
+        yield records
+    finally:
+        leave.set()
+        for thread in threads:
+            thread.join(timeout=60)
+
+
 def test_eight_at_once_are_six_served_and_two_busy_answers(replicas: Replicas) -> None:
     """Eight long streams at once where six fit: the two that find every instance full get
     KoboldCpp's 503 busy body (nginx tried each instance once), never a 502."""
-    records = [StreamRecord() for _ in range(8)]
-    answered = threading.Barrier(8 + 1)
-    leave = threading.Event()
-    body = {"prompt": "The river", "n_predict": 4000, "ignore_eos": True}
-
-    def client(index: int) -> None:
-        # Each holds its place until all eight have their answer: the six are still running.
-        stream_completion(
-            replicas.proxy_url, body, records[index], lambda: (answered.wait(), leave.wait())
-        )
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    answered.wait(timeout=300)
-    leave.set()
-    for thread in threads:
-        thread.join(timeout=60)
+    with held_streams(replicas.proxy_url, 8) as records:
+        pass  # all eight have their answer while the six are still running
     statuses = sorted(record.status for record in records)
     assert statuses == [200] * 6 + [503] * 2
     for record in records:
@@ -167,21 +178,7 @@ def test_a_busy_instance_passes_the_request_on(replicas: Replicas) -> None:
     count), requests through the proxy are all served: those nginx first sends to the full
     instance get its 503 and move on to the other one."""
     full, other = replicas.instances
-    records = [StreamRecord() for _ in range(3)]
-    answered = threading.Barrier(3 + 1)
-    leave = threading.Event()
-    body = {"prompt": "The river", "n_predict": 4000, "ignore_eos": True}
-
-    def fill(index: int) -> None:
-        stream_completion(
-            full.base_url, body, records[index], lambda: (answered.wait(), leave.wait())
-        )
-
-    threads = [threading.Thread(target=fill, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    try:
-        answered.wait(timeout=120)
+    with held_streams(full.base_url, 3) as records:
         assert [record.status for record in records] == [200] * 3
         tried = []
         for _ in range(4):
@@ -192,10 +189,6 @@ def test_a_busy_instance_passes_the_request_on(replicas: Replicas) -> None:
             )
             assert answer.status_code == 200, answer.text
             tried.append(answer.headers["x-hearth-upstream"])
-    finally:
-        leave.set()
-        for thread in threads:
-            thread.join(timeout=60)
     other_address = other.base_url.removeprefix("http://")
     assert all(upstreams.endswith(other_address) for upstreams in tried), tried
     full_address = full.base_url.removeprefix("http://")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT, RunningServer, free_port, stop_process
 from tests.gpu.test_vulkan import first_logits
-from tests.server.test_rpc_worker import lines_until_ready, start_worker, stop
+from tests.server.test_rpc_worker import cpu_worker, stop
 
 pytestmark = pytest.mark.model
 
@@ -29,9 +29,7 @@ def workers() -> Iterator[str]:
     try:
         for _ in range(2):
             port = free_port()
-            worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
-            started.append((worker, f"127.0.0.1:{port}"))
-            "".join(lines_until_ready(worker))
+            started.append((cpu_worker(port), f"127.0.0.1:{port}"))
         yield ",".join(endpoint for _, endpoint in started)
     finally:
         for worker, _ in started:
@@ -85,8 +83,7 @@ def test_a_lost_worker_ends_the_server_naming_it(start_hearth: StartHearth) -> N
     """llama.cpp aborts the process that loses a worker mid-run; the `hearth` the user
     started outlives it, names the worker in its last line and exits 1."""
     port = free_port()
-    worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
-    "".join(lines_until_ready(worker))
+    worker = cpu_worker(port)
     endpoint = f"127.0.0.1:{port}"
     server = start_hearth(["--rpc", endpoint, "--gpulayers", "99", "--threads", "1"])
     assert server.process is not None
@@ -121,9 +118,7 @@ def test_tensorsplit_puts_the_weights_where_it_says(start_hearth: StartHearth, h
     try:
         for _ in range(2):
             port = free_port()
-            worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
-            "".join(lines_until_ready(worker))
-            workers.append((worker, f"127.0.0.1:{port}"))
+            workers.append((cpu_worker(port), f"127.0.0.1:{port}"))
         before = [resident_mib(worker.pid) for worker, _ in workers]
         split = ",".join("1" if index == holder else "0" for index in range(2))
         endpoints = ",".join(endpoint for _, endpoint in workers)

@@ -48,6 +48,14 @@ def lines_until_ready(worker: subprocess.Popen[str]) -> Iterator[str]:
     raise AssertionError(f"the worker ended before it was ready (exit {worker.wait()})")
 
 
+def cpu_worker(port: int) -> subprocess.Popen[str]:
+    """A worker serving its CPU with one thread, once it says it is ready."""
+    worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
+    for _ in lines_until_ready(worker):
+        pass
+    return worker
+
+
 def stop(worker: subprocess.Popen[str]) -> tuple[int, str]:
     worker.send_signal(signal.SIGINT)
     rest, _ = worker.communicate(timeout=30)

@@ -237,20 +237,20 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
             return {}
         return {"__verbose": extras.native(answer, self._model, self._index, stream)}
 
-    def _timings_so_far(self, tokens: int) -> dict[str, PredictedTimings]:
-        """llama-server's `timings_per_token`: the reply's figures up to this chunk, timed
-        from its first text (the prompt's figures come with the last chunk)."""
+    def _timings_so_far(self, tokens: int) -> PredictedTimings | None:
+        """llama-server's `timings_per_token` (None when not asked): the reply's figures up to
+        this chunk, timed from its first text (the prompt's figures come with the last chunk)."""
         if self._extras is None or not self._extras.timings_per_token:
-            return {}
+            return None
         now = time.perf_counter()
         if self._first_text_at is None:
             self._first_text_at = now
         self._predicted += tokens
-        return {"timings": predicted_timings(self._predicted, now - self._first_text_at)}
+        return predicted_timings(self._predicted, now - self._first_text_at)
 
     @abstractmethod
-    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
-        """The stream's last chunk (no choices) with the usage of `outcome`."""
+    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
+        """The stream's last chunk (no choices) with the usage and timings of `outcome`."""
 
     def closing(self, answers: Sequence[ChatAnswer]) -> list[ServerSentEvent]:
         """After every choice's ending: the usage of them all, if asked, and `[DONE]`."""
@@ -260,7 +260,7 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
         if not self._include_usage:
             return [DONE]
         outcome = merged_outcome([answer.outcome for answer in answers])
-        return [_data({**self._usage_chunk(outcome), "timings": timings(outcome)}), DONE]
+        return [_data(self._usage_chunk(outcome)), DONE]
 
     def _finished(self, answer: ChatAnswer, finish: dict[str, Any]) -> list[ServerSentEvent]:
         """The end of this wire's choice: its finish chunk, then, when this is the stream's
@@ -272,9 +272,7 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
             return [_data(finish)]
         if not self._include_usage:
             return [_data({**finish, "timings": timings(answer.outcome)}), DONE]
-        outcome = answer.outcome
-        last = {**self._usage_chunk(outcome), "timings": timings(outcome)}
-        return [_data(finish), _data(last), DONE]
+        return [_data(finish), _data(self._usage_chunk(answer.outcome)), DONE]
 
     def whole_choices(self, answers: Sequence[ChatAnswer]) -> Mapping[str, Any]:
         wholes = [self.choice(index).whole(answer) for index, answer in enumerate(answers)]
@@ -321,13 +319,16 @@ class CompletionWire(_OpenAIStream):
                 logprobs = completion_logprobs(item.logprobs, self._sent)
                 self._sent += b"".join(token.chosen.piece for token in item.logprobs)
             chunk = self._object(item.text, None, logprobs)
-            return [_data({**chunk, **self._timings_so_far(len(item.token_ids))})]
+            so_far = self._timings_so_far(len(item.token_ids))
+            if so_far is not None:
+                chunk["timings"] = so_far
+            return [_data(chunk)]
         return []  # a plain completion has no tool calls
 
-    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
+    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
         last = self._object("", None)
-        last["choices"], last["usage"] = [], usage(outcome)
-        return {**last}
+        last["choices"], last["usage"], last["timings"] = [], usage(outcome), timings(outcome)
+        return last
 
     def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
         return self._finished(answer, {**self._object("", finish_reason(answer.outcome))})
@@ -403,7 +404,10 @@ class ChatWire(_OpenAIStream):
             case TextDelta(text=text, logprobs=tokens, token_ids=ids):
                 logprobs = chat_logprobs(tokens) if self._logprobs else None
                 chunk = self._chunk({"content": text}, logprobs=logprobs)
-                return [_data({**chunk, **self._timings_so_far(len(ids))})]
+                so_far = self._timings_so_far(len(ids))
+                if so_far is not None:
+                    chunk["timings"] = so_far
+                return [_data(chunk)]
             case ToolCallStart(index=index, call_id=call_id, name=name):
                 # id, type and name once per index: the SDK concatenates repeated strings.
                 call: ToolCallDelta = {
@@ -418,10 +422,10 @@ class ChatWire(_OpenAIStream):
                 return [_data(self._chunk({"tool_calls": [more]}))]
         return []  # ToolCallDone: the client has the whole call already
 
-    def _usage_chunk(self, outcome: GenerationOutcome) -> dict[str, Any]:
+    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
         last = self._chunk({})
-        last["choices"], last["usage"] = [], usage(outcome)
-        return {**last}
+        last["choices"], last["usage"], last["timings"] = [], usage(outcome), timings(outcome)
+        return last
 
     def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
         reason = finish_reason(answer.outcome, bool(answer.tool_calls))

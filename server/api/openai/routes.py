@@ -7,11 +7,14 @@ Each plans its generation (adapter.py) and names the wire it is answered in (for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from fastapi import APIRouter, Request
 
 from server.api import common
+from server.api.common import ChatOptions, ChatPlan
 from server.api.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.api.errors import Dialect, parse_json_body
 from server.api.model_files import listed_models, read_model_file
@@ -29,6 +32,7 @@ from server.api.openai.schemas import (
 )
 from server.api.openapi import json_body
 from server.api.respond import Generation, Served, generation_route, named_model
+from server.core.engine import Tokenizer
 
 router = APIRouter(tags=["OpenAI"])
 OPENAI = Dialect.OPENAI
@@ -83,6 +87,28 @@ def responses(body: ResponsesRequest, served: Served) -> Generation:
     return Generation(plan, wire, body.stream)
 
 
+Counted = TypeVar("Counted", OpenAIChatRequest, ResponsesRequest)
+
+
+async def _prompt_size(
+    request: Request,
+    scheduler: SchedulerDep,
+    settings: SettingsDep,
+    model: ModelInfoDep,
+    body_model: type[Counted],
+    plan: Callable[[Counted, ChatOptions, Tokenizer], ChatPlan],
+) -> InputTokens:
+    """The prompt tokens the body's generation would send: planned as that route plans it."""
+    body = await parse_json_body(request, body_model, OPENAI)
+    model = await named_model(request, scheduler, model, body.model, OPENAI)
+    options = Served(request, settings, model).chat_options("tok-")
+    prompt = plan(body, options, model.tokenizer).generation.prompt
+    return {
+        "object": "response.input_tokens",
+        "input_tokens": len(model.tokenizer.tokenize(prompt)),
+    }
+
+
 @router.post(
     "/v1/chat/completions/input_tokens",
     dependencies=[key_required(OPENAI)],
@@ -93,12 +119,9 @@ async def chat_input_tokens(
 ) -> InputTokens:
     """The prompt tokens /v1/chat/completions would send for the same body (llama-server's
     route; its `usage.prompt_tokens` when nothing has to be cut to fit)."""
-    body = await parse_json_body(request, OpenAIChatRequest, OPENAI)
-    model = await named_model(request, scheduler, model, body.model, OPENAI)
-    plan = adapter.chat_plan(
-        body, Served(request, settings, model).chat_options("tok-"), model.tokenizer
+    return await _prompt_size(
+        request, scheduler, settings, model, OpenAIChatRequest, adapter.chat_plan
     )
-    return input_tokens(model.tokenizer.tokenize(plan.generation.prompt))
 
 
 @router.post(
@@ -110,11 +133,11 @@ async def responses_input_tokens(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
 ) -> InputTokens:
     """The prompt tokens /v1/responses would send for the same body (OpenAI's route)."""
-    body = await parse_json_body(request, ResponsesRequest, OPENAI)
-    model = await named_model(request, scheduler, model, body.model, OPENAI)
-    plan = adapter.responses_plan(body, Served(request, settings, model).chat_options("tok-"))
-    return input_tokens(model.tokenizer.tokenize(plan.generation.prompt))
-
-
-def input_tokens(prompt: list[int]) -> InputTokens:
-    return {"object": "response.input_tokens", "input_tokens": len(prompt)}
+    return await _prompt_size(
+        request,
+        scheduler,
+        settings,
+        model,
+        ResponsesRequest,
+        lambda body, options, _tokenizer: adapter.responses_plan(body, options),
+    )
