@@ -36,6 +36,8 @@ from server.api.openai.embeddings import router as openai_embeddings_router
 from server.api.openai.routes import router as openai_router
 from server.api.openapi import document_request_models
 from server.api.pages import router as pages_router
+from server.api.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
+from server.api.resumable import router as resumable_router
 from server.config import HearthSettings
 from server.console import RequestLog
 from server.core.engine import Engine
@@ -53,13 +55,15 @@ def create_app(
     request_log: RequestLog | None = None,
     max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
     model_choice: ModelChoice | None = None,
+    resumable_stream_bytes: int = DEFAULT_STREAM_BYTES,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
     The engine is loaded (and later closed) by the caller, so model loading can show progress
     before the server starts listening and tests can pass a scripted engine instead.
     `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment;
-    `max_pending_events` how many unread events a stream may have before it is dropped.
+    `max_pending_events` how many unread events a stream may have before it is dropped;
+    `resumable_stream_bytes` how many bytes of events one resumable stream may retain.
     """
     log = request_log or RequestLog(quiet=settings.quiet)
     scheduler = Scheduler(
@@ -76,6 +80,7 @@ def create_app(
         try:
             yield
         finally:
+            app.state.resumable_streams.shut_down()
             scheduler.stop()
 
     app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
@@ -94,6 +99,9 @@ def create_app(
             engine.placement,
         )
     app.state.keepalive_seconds = keepalive_seconds
+    app.state.resumable_streams = ResumableStreams(
+        settings.resumegrace, stream_bytes=resumable_stream_bytes
+    )
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()
     app.state.pull_locks = PullLocks()
@@ -126,6 +134,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         ollama_router,
         llama_router,
         metrics_router,
+        resumable_router,
         openai_embeddings_router,
         ollama_embeddings_router,
         kobold_embeddings_router,

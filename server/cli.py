@@ -49,6 +49,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "quiet": ("--quiet",),
     "seed": ("--seed",),  # llama-server's flag (KoboldCpp has none)
     "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
+    "resumegrace": ("--resumegrace",),  # Hearth's own
     "nofastforward": ("--nofastforward",),
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),
@@ -68,6 +69,7 @@ _METAVARS = {
     "adminpassword": "PASSWORD",
     "embeddingsmodel": "FILE",
     "rpc": "HOST:PORT[,HOST:PORT]",
+    "resumegrace": "SECONDS",
 }
 
 

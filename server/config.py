@@ -128,6 +128,14 @@ class HearthSettings(BaseModel):
         le=2**31 - 1,
         description="Sampling seed of requests that set none (-1: a random one for each).",
     )
+    # Hearth's own: how long a resumable stream's generation outlives its connection
+    # (server/api/resumable.py). Not a KoboldCpp key; a .kcpps file without it means 30.
+    resumegrace: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Seconds a resumable stream keeps generating after its client dropped.",
+    )
     # llama-server's --metrics. KoboldCpp has no such setting, so `metrics` is a key of
     # Hearth's own in a .kcpps file; a file without it means off.
     metrics: bool = Field(

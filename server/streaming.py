@@ -68,14 +68,18 @@ def sse_response(
     bursts: AsyncIterator[Sequence[ServerSentEvent] | None], drop_when: asyncio.Event
 ) -> Response:
     """Server-sent events, each burst in one write; None is a keep-alive comment."""
-    response = EventSourceResponse(
-        _encoded(bursts),
+    return DroppableResponse(sse_bytes_response(_encoded(bursts)), drop_when)
+
+
+def sse_bytes_response(chunks: AsyncIterator[bytes]) -> Response:
+    """An SSE response of already encoded events (and comments)."""
+    return EventSourceResponse(
+        chunks,
         headers=STREAM_HEADERS,
         sep=SSE_LINE_END,
         ping=_NO_PERIODIC_PING,
         shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
     )
-    return DroppableResponse(response, drop_when)
 
 
 class DroppableResponse(Response):
@@ -104,18 +108,23 @@ class DroppableResponse(Response):
 
 
 async def _encoded(bursts: AsyncIterator[Sequence[ServerSentEvent] | None]) -> AsyncIterator[bytes]:
+    sent = 0
     async for burst in bursts:
         if burst is None:
             yield KEEPALIVE_BYTES
         elif burst:
-            yield b"".join(encode_event(event) for event in burst)
+            yield b"".join(encode_event(event, sent + i) for i, event in enumerate(burst))
+            sent += len(burst)
 
 
-def encode_event(event: ServerSentEvent) -> bytes:
+def encode_event(event: ServerSentEvent, event_id: int) -> bytes:
     """One SSE event with LF line ends (sse-starlette's own default is CRLF, which naive
-    line-based clients mis-split). Payloads are single-line JSON, so no data splitting."""
+    line-based clients mis-split). Payloads are single-line JSON, so no data splitting.
+
+    Every event carries its index in the stream as `id:`, which a resumed stream's
+    `Last-Event-ID` names (server/api/resumable.py)."""
     head = f"event: {event.event}\n" if event.event else ""
-    return f"{head}data: {event.data}\n\n".encode()
+    return f"id: {event_id}\n{head}data: {event.data}\n\n".encode()
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:

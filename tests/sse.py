@@ -15,6 +15,7 @@ import httpx
 class SSEEvent:
     event: str | None = None
     data: str = ""
+    id: str | None = None
     comments: list[str] = field(default_factory=list)
     received_at: float = 0.0
 
@@ -28,11 +29,16 @@ def iter_sse(response: httpx.Response) -> Iterator[SSEEvent]:
     for line in response.iter_lines():
         if line == "":
             if current.event is not None or current.data or current.comments:
+                # Hearth numbers every event of a stream (comments carry no id).
+                assert (current.id is not None) == bool(current.data), "an id on every event"
                 current.received_at = time.monotonic()
                 yield current
             current = SSEEvent()
         elif line.startswith(":"):
             current.comments.append(line[1:].strip())
+        elif line.startswith("id: "):
+            assert current.id is None, "one id line per event"
+            current.id = line[len("id: ") :]
         elif line.startswith("event: "):
             current.event = line[len("event: ") :]
         elif line.startswith("data: "):

@@ -41,6 +41,7 @@ from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, 
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
 from server.api.model_choice import ModelChoice
 from server.api.openapi import json_answer, json_body
+from server.api.resumable import ResumableStreams, stream_response, wants_resumable
 from server.config import HearthSettings
 from server.core.job import Job, JobState
 from server.core.scheduler import QueueFullError, Scheduler
@@ -167,6 +168,9 @@ class Generation:
     model_only_answer: Callable[[str], Mapping[str, object]] | None = None
     # OpenAI's `n`: this many replies, each its own generation (`wire` is a ChoicesFormat).
     choices: int = 1
+    # The body asked for a stream that survives a dropped connection (server/api/resumable.py);
+    # the `X-Hearth-Resumable` header asks the same of any SSE route.
+    resumable: bool = False
 
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -188,6 +192,7 @@ def generation_route(
             name = getattr(body, "model", None)
             model = await named_model(request, scheduler, model, name, dialect)
             generation = planner(body, Served(request, settings, model))
+            resumable = generation.stream and (generation.resumable or wants_resumable(request))
             if generation.model_only_answer is not None:
                 return await load_or_unload(
                     scheduler, model, generation, generation.model_only_answer
@@ -196,7 +201,13 @@ def generation_route(
                 assert isinstance(generation.wire, ChoicesFormat)
                 plans = choice_plans(generation.plan, generation.choices, settings.seed)
                 return await serve_choices(
-                    request, scheduler, model, plans, generation.wire, stream=generation.stream
+                    request,
+                    scheduler,
+                    model,
+                    plans,
+                    generation.wire,
+                    stream=generation.stream,
+                    resumable=resumable,
                 )
             return await serve(
                 request,
@@ -205,6 +216,7 @@ def generation_route(
                 generation.plan,
                 generation.wire,
                 stream=generation.stream,
+                resumable=resumable,
             )
 
         router.add_api_route(
@@ -229,12 +241,19 @@ async def serve(
     wire: WireFormat[Any],
     *,
     stream: bool,
+    resumable: bool = False,
 ) -> Response:
     """Queue the plan's generation and answer it in `wire`'s dialect, streamed or whole."""
+    names = _stream_names(plan, wire) if resumable and isinstance(wire, SSEFormat) else None
+    if names is not None:
+        request.app.state.resumable_streams.check_names(names, wire.dialect)
     job = submit(scheduler, model, _on_model(request, model, plan.generation), wire.dialect)
     if stream:
         keepalive: float = request.app.state.keepalive_seconds
-        return wire.response(_bursts(scheduler, job, plan, wire, keepalive), job.abandoned)
+        bursts = _bursts(scheduler, job, plan, wire, keepalive)
+        if names is not None:
+            return _retained(request, names, wire.dialect, bursts, partial(scheduler.cancel, job))
+        return wire.response(bursts, job.abandoned)
     answer = await _finished_answer(request, scheduler, job, plan, wire.dialect)
     if answer is None:
         return Response(status_code=CLIENT_GONE_STATUS)
@@ -272,9 +291,13 @@ async def serve_choices(
     wire: ChoicesFormat[Any],
     *,
     stream: bool,
+    resumable: bool = False,
 ) -> Response:
     """Several choices of one request (OpenAI's `n`), each its own job, so they batch with
     parallel slots; answered whole or streamed, their chunks interleaved as they come."""
+    names = _stream_names(plans[0], wire) if resumable and isinstance(wire, SSEFormat) else None
+    if names is not None:
+        request.app.state.resumable_streams.check_names(names, wire.dialect)
     if not stream:
         answers = await whole_answers(request, scheduler, model, plans, wire.dialect)
         if answers is None:
@@ -296,7 +319,37 @@ async def serve_choices(
         watcher.add_done_callback(partial(_set_unless_cancelled, dropped))
     keepalive: float = request.app.state.keepalive_seconds
     bursts = _choice_bursts(scheduler, jobs, plans, wire, keepalive, watchers)
+    if names is not None:
+
+        def stop_every_choice() -> None:
+            for job in jobs:
+                scheduler.cancel(job)
+
+        return _retained(request, names, wire.dialect, bursts, stop_every_choice)
     return wire.response(bursts, dropped)
+
+
+def _stream_names(plan: ChatPlan, wire: WireFormat[Any]) -> list[str]:
+    """What a resumable stream is fetched by: the id its events carry (OpenAI's and
+    Anthropic's response id), and the client's genkey (KoboldAI's name for a generation)."""
+    generation = plan.generation
+    if wire.dialect is Dialect.KOBOLD:
+        # KoboldAI's request ids are counted, so guessable: without a genkey, a random name.
+        return [generation.genkey or new_id("kai-stream-")]
+    return [generation.request_id] + ([generation.genkey] if generation.genkey else [])
+
+
+def _retained(
+    request: Request,
+    names: Sequence[str],
+    dialect: Dialect,
+    bursts: AsyncIterator[Burst[ServerSentEvent] | None],
+    stop_generation: Callable[[], None],
+) -> Response:
+    """A resumable stream: retained from its first event, this connection its first reader."""
+    streams: ResumableStreams = request.app.state.resumable_streams
+    stream = streams.open(names, dialect, bursts, stop_generation)
+    return stream_response(streams, stream, -1, request.app.state.keepalive_seconds)
 
 
 def _set_unless_cancelled(event: asyncio.Event, watcher: asyncio.Future[Any]) -> None:

@@ -41,6 +41,7 @@ from server.api.kobold.schemas import (
 )
 from server.api.openapi import json_body
 from server.api.respond import Generation, Served, generation_route
+from server.api.resumable import ResumableStreams
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
@@ -56,7 +57,9 @@ def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) ->
     generation = adapter.to_generation_request(
         body, f"kai-{number}", default_max, served.model.tokenizer
     )
-    return Generation(common.text_plan(generation), formatter.GenerateWire(), stream)
+    return Generation(
+        common.text_plan(generation), formatter.GenerateWire(), stream, resumable=body.resumable
+    )
 
 
 @generation_route(router, "/api/v1/generate", KoboldGenerateRequest, KoboldGenerateResponse, KOBOLD)
@@ -101,8 +104,11 @@ def _kobold_bool(value: bool) -> KoboldBool:
 
 
 @router.get("/api/extra/perf")
-async def perf(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep) -> KoboldPerf:
+async def perf(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> KoboldPerf:
     snapshot = scheduler.snapshot()
+    resumable: ResumableStreams = request.app.state.resumable_streams
     outcome = snapshot.perf.last_outcome
     prompt_tokens = outcome.prompt_tokens if outcome else 0
     generated = outcome.completion_tokens if outcome else 0
@@ -133,6 +139,8 @@ async def perf(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoD
         "model": snapshot.model,
         "loaded_models": list(snapshot.loaded_models),
         "loading_model": snapshot.loading_model,
+        "resumable_streams": resumable.count,
+        "resumable_bytes": resumable.retained_bytes,
         "idle": 0 if snapshot.running else 1,
         "hordeexitcounter": -1,
         "uptime": round(now - snapshot.perf.started_at, 3),

@@ -43,6 +43,8 @@ class KoboldGenerateRequest(BaseModel):
     ban_eos_token: bool = False
     use_default_badwordsids: bool = False
     genkey: Genkey = ""
+    # Hearth: the stream survives a dropped connection (server/api/resumable.py).
+    resumable: bool = False
     # {"<token id>": bias}, clamped to ±100 as KoboldCpp does.
     logit_bias: dict[str, Any] | None = None
     # GBNF; a JSON schema (as text or an object) is turned into one, as KoboldCpp does.
@@ -172,6 +174,8 @@ class KoboldPerf(TypedDict):
     model: str | None  # Hearth: the model serving now (None: none loaded)
     loaded_models: list[str]  # Hearth
     loading_model: str | None  # Hearth: being loaded now; requests for it wait in `queue`
+    resumable_streams: int  # Hearth: resumable streams kept (running, or awaiting a resume)
+    resumable_bytes: int  # Hearth: the bytes of events they keep
     idle: int
     hordeexitcounter: int
     uptime: float

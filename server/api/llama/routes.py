@@ -53,6 +53,7 @@ from server.api.respond import (
     serve,
     whole_answers,
 )
+from server.api.resumable import wants_resumable
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
@@ -158,7 +159,10 @@ async def completion(
             body, body.prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
         )
         wire = NativeCompletionWire(body, model.name, plan.generation, model.context_size)
-        return await serve(request, scheduler, model, plan, wire, stream=body.stream)
+        resumable = body.stream and wants_resumable(request)  # the header: no body field
+        return await serve(
+            request, scheduler, model, plan, wire, stream=body.stream, resumable=resumable
+        )
     if body.stream:
         raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
     plans = [

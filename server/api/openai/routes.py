@@ -64,7 +64,7 @@ def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
         logprobs=body.logprobs is not None,
         extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
     )
-    return Generation(plan, wire, body.stream, choices=body.n)
+    return Generation(plan, wire, body.stream, choices=body.n, resumable=body.resumable)
 
 
 @generation_route(router, "/v1/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)
@@ -77,14 +77,15 @@ def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
         body.logprobs,
         extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
     )
-    return Generation(plan, wire, body.stream, choices=body.n)
+    return Generation(plan, wire, body.stream, choices=body.n, resumable=body.resumable)
 
 
 @generation_route(router, "/v1/responses", ResponsesRequest, ResponseObject, OPENAI)
 def responses(body: ResponsesRequest, served: Served) -> Generation:
     plan = adapter.responses_plan(body, served.chat_options("resp_"))
     wire = formatter.ResponsesWire(plan.generation.request_id, served.model.name, body)
-    return Generation(plan, wire, body.stream)
+    resumable = body.stream_options is not None and body.stream_options.resumable
+    return Generation(plan, wire, body.stream, resumable=resumable)
 
 
 Counted = TypeVar("Counted", OpenAIChatRequest, ResponsesRequest)

@@ -29,6 +29,8 @@ class OpenAIBase(BaseModel):
 
 class OpenAIStreamOptions(OpenAIBase):
     include_usage: bool = False
+    # Hearth: the stream survives a dropped connection (server/api/resumable.py).
+    resumable: bool = False
 
 
 class OpenAISamplingFields(OpenAIBase):
@@ -68,6 +70,10 @@ class OpenAISamplingFields(OpenAIBase):
     @property
     def include_usage(self) -> bool:
         return self.stream_options is not None and self.stream_options.include_usage
+
+    @property
+    def resumable(self) -> bool:
+        return self.stream_options is not None and self.stream_options.resumable
 
 
 class OpenAICompletionRequest(OpenAISamplingFields):
@@ -165,6 +171,7 @@ class ResponsesRequest(OpenAIBase):
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     stream: bool = False
+    stream_options: OpenAIStreamOptions | None = None  # Hearth reads `resumable` only
     # KoboldCpp extras
     top_k: Annotated[OptionalTopK, Samples("top_k")] = None
     seed: Annotated[int | None, Samples("seed")] = None

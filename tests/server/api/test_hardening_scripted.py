@@ -249,18 +249,19 @@ def test_shutdown_gives_every_open_request_its_ending(serve_engine: Serve) -> No
     for thread in [kobold, *others]:
         thread.join(30)
 
-    kobold_lines = results["kobold"]
+    # The endings, read without their SSE ids (every event has one).
+    kobold_lines = _without_ids(results["kobold"])
     assert kobold_lines[-4:-2] == ["event: error", kobold_lines[-3]]
     assert "shutting down" in kobold_lines[-3]
     assert json.loads(kobold_lines[-1].removeprefix("data: "))["finish_reason"] == "error"
 
-    openai_lines = results["openai"]
+    openai_lines = _without_ids(results["openai"])
     assert openai_lines[-1] == "data: [DONE]"
     assert (
         "shutting down" in json.loads(openai_lines[-2].removeprefix("data: "))["error"]["message"]
     )
 
-    anthropic_lines = results["anthropic"]
+    anthropic_lines = _without_ids(results["anthropic"])
     assert anthropic_lines[-4] == "event: error" and "shutting down" in anthropic_lines[-3]
     assert anthropic_lines[-2:] == ["event: message_stop", 'data: {"type": "message_stop"}']
 
@@ -365,3 +366,7 @@ def test_only_declared_sampling_fields_reach_the_engine(serve_engine: Serve) -> 
         assert client.post("/api/v1/generate", json=kobold).is_success
         sampling = engine.requests[-1].sampling
         assert (sampling.seed, sampling.rep_pen_range) == (5, 64)
+
+
+def _without_ids(lines: list[str]) -> list[str]:
+    return [line for line in lines if not line.startswith("id: ")]
