@@ -13,6 +13,9 @@ let contextSize = null;
 let modelMeta = {};  // model id -> /v1/models' `meta` (says whether it has a chat template)
 let editingIndex = null;  // the earlier user turn being edited (sending makes a branch)
 let modePicked = false;  // the user chose a mode on this page: detection must not undo it
+let templateKnown = null;  // whether the chosen model has a chat template (null: unknown)
+const BASE_MODEL = "Story mode: this model has no chat template (a base model), so it is best "
+  + "at continuing text. Chat still works, in Hearth's plain built-in format.";
 
 // ---------------------------------------------------------------------------------------------
 // Markdown, rendered safely. Model output is untrusted: raw HTML in it is shown as text (never
@@ -270,16 +273,16 @@ function render() {
 function addTurn(role, text, index) {
   const div = document.createElement("div");
   div.className = "turn " + role;
+  const body = document.createElement("div");
+  body.className = "body";
+  div.appendChild(body);
+  showText(body, role, text);
   if (role === "user") {
     const tools = document.createElement("span");
     tools.className = "turn-tools";
     tools.appendChild(button("Edit", "edit", () => startEdit(index)));
     div.appendChild(tools);
   }
-  const body = document.createElement("div");
-  body.className = "body";
-  div.appendChild(body);
-  showText(body, role, text);
   $("log").appendChild(div);
   $("log").scrollTop = $("log").scrollHeight;
   return div;
@@ -622,8 +625,8 @@ function setMode(mode, reason = "") {
 function pickMode(mode) {
   if (running) return;
   modePicked = true;
-  localStorage.setItem(MODE_STORE, JSON.stringify({model: chosenModel() || "", mode}));
-  setMode(mode);
+  localStorage.setItem(MODE_STORE, mode);
+  setMode(mode, mode === "story" && templateKnown === false ? BASE_MODEL : "");
 }
 // Whether the model has a chat template: /v1/models' meta for the chosen model, else /props
 // (the loaded model's own template, "" when it has none), else KoboldCpp's `jinja` flag.
@@ -640,26 +643,15 @@ async function hasChatTemplate(model) {
   } catch (_) { /* unknown */ }
   return null;
 }
-// The user's own choice for this model wins; otherwise a base model opens in Story mode.
+// The user's own choice (remembered) wins; otherwise a base model opens in Story mode.
 async function chooseMode() {
-  const model = chosenModel() || "";
-  if (modePicked) {
-    // Chosen before the model was known: remembered for the model now known.
-    localStorage.setItem(MODE_STORE, JSON.stringify({model, mode: document.body.dataset.mode}));
-    return;
-  }
-  let saved = null;
-  try { saved = JSON.parse(localStorage.getItem(MODE_STORE) || "null"); } catch (_) { /**/ }
-  const template = await hasChatTemplate(model);
-  const why = "Story mode: this model has no chat template (a base model), so it is best at "
-    + "continuing text. Chat still works, in Hearth's plain built-in format.";
-  if (saved && saved.model === model && (saved.mode === "chat" || saved.mode === "story")) {
-    setMode(saved.mode, saved.mode === "story" && template === false ? why : "");
-  } else if (template === false) {
-    setMode("story", why);
-  } else {
-    setMode("chat");
-  }
+  templateKnown = await hasChatTemplate(chosenModel() || "");
+  const saved = localStorage.getItem(MODE_STORE);
+  let mode;
+  if (modePicked) mode = document.body.dataset.mode;
+  else if (saved === "chat" || saved === "story") mode = saved;
+  else mode = templateKnown === false ? "story" : "chat";
+  setMode(mode, mode === "story" && templateKnown === false ? BASE_MODEL : "");
 }
 
 // The model picker: shown only when the server lists more than one model (--modeldir). The
@@ -774,8 +766,7 @@ $("story").oninput = () => { story.text = $("story").value; saveStory(); };
 $("memory").oninput = () => { story.memory = $("memory").value; saveStory(); };
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
-  modePicked = false;  // another model: its own remembered mode, or its template's
-  chooseMode();
+  chooseMode();  // the mode stays; only the line saying why is for the new model
 };
 
 setSidebar(!window.matchMedia("(max-width: 700px)").matches);
