@@ -160,8 +160,13 @@ function renderList() {
     if (c.id === store.current) item.setAttribute("aria-current", "true");
     const title = button(c.title, "title", () => switchTo(c.id));
     title.title = c.title;
-    item.append(title, button("Rename", "small rename", () => startRename(item, c)),
-      button("Delete", "small delete", () => remove(c)));
+    const rename = button("✎", "small rename", () => startRename(item, c));
+    const erase = button("✕", "small delete", () => remove(c));
+    rename.title = "Rename";
+    erase.title = "Delete";
+    rename.setAttribute("aria-label", `Rename "${c.title}"`);
+    erase.setAttribute("aria-label", `Delete "${c.title}"`);
+    item.append(title, rename, erase);
     list.appendChild(item);
   }
 }
