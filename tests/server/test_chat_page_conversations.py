@@ -121,7 +121,7 @@ def test_export_then_import_and_bad_files_are_refused(
 ) -> None:
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    browser.execute_cdp_cmd(  # type: ignore[attr-defined]
+    browser.execute_cdp_cmd(
         "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
     )
     open_page(browser, hearth.base_url + "/", mode=None)
