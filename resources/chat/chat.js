@@ -463,10 +463,15 @@ async function pollReply(onText, meter, genkey, controller, continuing) {
 function setRunning(value) {
   running = value;
   if (!value) $("speed").textContent = "";
-  for (const id of ["send", "regenerate", "continue", "story-continue", "story-retry",
-    "story-undo", "clear", "mode-chat", "mode-story"]) $(id).disabled = Boolean(value);
+  for (const id of ["send", "regenerate", "continue", "story-continue", "clear", "mode-chat",
+    "mode-story"]) $(id).disabled = Boolean(value);
   $("stop").disabled = !value;
   $("story").readOnly = Boolean(value);
+  storyButtons();
+}
+// Retry and Undo need a continuation to act on.
+function storyButtons() {
+  $("story-retry").disabled = $("story-undo").disabled = Boolean(running) || !story.undo.length;
 }
 
 // Writes a reply into the log: a new turn, or (continuing) more of the last one.
@@ -614,6 +619,7 @@ function storyUndo() {
   story.text = story.undo.pop();
   $("story").value = story.text;
   saveStory();
+  storyButtons();
   setStatus("");
 }
 
@@ -768,6 +774,17 @@ $("story-continue").onclick = () => storyContinue(false);
 $("story-retry").onclick = () => storyContinue(true);
 $("story-undo").onclick = storyUndo;
 $("story").oninput = () => { story.text = $("story").value; saveStory(); };
+$("story").onkeydown = (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    storyContinue(false);
+  }
+};
+// On a narrow screen the sidebar lies over the page: a tap beside it closes it.
+$("main").addEventListener("click", (event) => {
+  if (document.body.dataset.sidebar === "open" && event.target !== $("toggle-sidebar")
+      && window.matchMedia("(max-width: 700px)").matches) setSidebar(false);
+});
 $("memory").oninput = () => { story.memory = $("memory").value; saveStory(); };
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
@@ -780,6 +797,7 @@ $("memory").value = story.memory;
 if (story.memory) $("memory-box").open = true;
 renderList();
 render();
+storyButtons();
 // Ready once the models are known and the mode is chosen (the tests wait for this too).
 Promise.all([loadModels(), loadContextSize()]).then(chooseMode).finally(() => {
   document.body.dataset.ready = "true";

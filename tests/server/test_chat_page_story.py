@@ -79,6 +79,8 @@ def test_continue_undo_retry_memory_and_kept_across_reloads(
     set_field(browser, "memory", memory)
     start = "The lighthouse keeper climbed the stairs"
     set_field(browser, "story", start)
+    for nothing_yet in ("story-undo", "story-retry"):  # no continuation to act on
+        assert not browser.find_element(By.ID, nothing_yet).is_enabled()
 
     continue_story(browser)
     first = story(browser)
@@ -108,6 +110,7 @@ def test_continue_undo_retry_memory_and_kept_across_reloads(
     assert browser.find_element(By.ID, "memory").get_attribute("value") == memory
     browser.find_element(By.ID, "story-undo").click()
     assert story(browser) == start
+    assert not browser.find_element(By.ID, "story-undo").is_enabled()
 
 
 def test_story_stop_aborts_on_the_server(
