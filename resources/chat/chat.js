@@ -387,6 +387,7 @@ async function explain(response) {
 // the first arrived, so the wait for the prompt does not count. The server's own count
 // (usage.completion_tokens) gives the final figure.
 function speedMeter() {
+  const started = performance.now();
   let first = null, count = 0;
   const rate = (tokens) => {
     const seconds = (performance.now() - first) / 1000;
@@ -402,7 +403,8 @@ function speedMeter() {
     final(tokens) {
       $("speed").textContent = "";
       if (!tokens) return "";
-      const r = first === null ? null : rate(tokens);
+      // Polling sees no tokens arrive: then the whole request's time is all there is.
+      const r = first === null ? tokens / ((performance.now() - started) / 1000) : rate(tokens);
       return `${tokens} tokens, ${r === null ? "–" : r.toFixed(1)} tokens/s`;
     },
   };
