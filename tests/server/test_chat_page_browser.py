@@ -67,10 +67,31 @@ def until(condition: object, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def page_ready(browser: WebDriver) -> bool:
+    """The page has asked for the models and chosen its mode (Story for a base model)."""
+    return bool(browser.execute_script("return document.body.dataset.ready === 'true'"))
+
+
+def open_page(browser: WebDriver, url: str, mode: str | None = "chat") -> None:
+    """Load the page, wait until it is ready, then pick `mode` ("chat" or "story") as a user
+    would; the bundled model has no chat template, so a fresh page opens in Story mode."""
+    browser.get(url)
+    until(lambda: page_ready(browser))
+    if mode is not None:
+        browser.find_element(By.ID, f"mode-{mode}").click()
+        until(lambda: browser.execute_script("return document.body.dataset.mode") == mode)
+
+
+def reply_done(browser: WebDriver) -> bool:
+    """The reply has finished: Send is usable again and the final speed is shown."""
+    status = browser.find_element(By.ID, "status").text
+    return bool(browser.find_element(By.ID, "send").is_enabled() and "tokens/s" in status)
+
+
 def test_stream_stop_and_keep_the_conversation(
     browser: WebDriver, hearth: RunningServer, tmp_path: Path
 ) -> None:
-    browser.get(hearth.base_url + "/")
+    open_page(browser, hearth.base_url + "/")
     browser.find_element(By.ID, "clear").click()
     max_tokens = browser.find_element(By.ID, "max-tokens")
     max_tokens.clear()
@@ -81,6 +102,8 @@ def test_stream_stop_and_keep_the_conversation(
     until(lambda: len(assistant_text(browser)) > 10)
     first = len(assistant_text(browser))
     until(lambda: len(assistant_text(browser)) > first + 10)  # text grows while streaming
+    # The live speed: tokens after the first over the time since it came.
+    until(lambda: "tok/s so far" in browser.find_element(By.ID, "speed").text)
     assert perf(hearth)["idle"] == 0
     browser.find_element(By.ID, "stop").click()
     until(lambda: browser.find_element(By.ID, "status").text == "Stopped.")
@@ -89,13 +112,15 @@ def test_stream_stop_and_keep_the_conversation(
     browser.save_screenshot(str(tmp_path / "chat.png"))
 
     browser.refresh()
+    until(lambda: page_ready(browser))  # the mode chosen before the reload is kept
+    assert browser.execute_script("return document.body.dataset.mode") == "chat"
     until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".turn")) == 2)
     assert browser.find_element(By.CSS_SELECTOR, ".turn.user").text.startswith("Tell me")
     assert assistant_text(browser) == stopped_text
 
 
 def test_polling_mode_and_markup_stays_text(browser: WebDriver, hearth: RunningServer) -> None:
-    browser.get(hearth.base_url + "/")
+    open_page(browser, hearth.base_url + "/")
     browser.find_element(By.ID, "clear").click()
     browser.find_element(By.ID, "poll").click()
     max_tokens = browser.find_element(By.ID, "max-tokens")
@@ -113,7 +138,7 @@ def test_password_busy_server_and_regenerate(
     browser: WebDriver, start_hearth: Callable[[Sequence[str]], RunningServer]
 ) -> None:
     server = start_hearth(["--multiuser", "0", "--password", "pw"])
-    browser.get(server.base_url + "/")
+    open_page(browser, server.base_url + "/")
     max_tokens = browser.find_element(By.ID, "max-tokens")
     max_tokens.clear()
     max_tokens.send_keys("12")

@@ -54,6 +54,8 @@ def send_and_wait(browser: WebDriver, text: str) -> None:  # noqa: F811
 
 
 def fresh_chat(browser: WebDriver, max_tokens: str = "4") -> None:  # noqa: F811
+    # These models have no chat template: the page opens in Story mode; chat is one click.
+    browser.find_element(By.ID, "mode-chat").click()
     browser.find_element(By.ID, "clear").click()
     field = browser.find_element(By.ID, "max-tokens")
     field.clear()

@@ -1,0 +1,806 @@
+"use strict";
+// Hearth's chat page. Plain JS, no build step; marked, DOMPurify and highlight.js are vendored
+// under /chat-files/vendor/ (see resources/README.md). The page's Content-Security-Policy
+// (set by server/api/pages.py) allows scripts from Hearth only, so even markup that slipped
+// through could not run script or load anything remote.
+
+const STORE = "hearth.chat.v2", OLD_STORE = "hearth.chat.v1", STORY_STORE = "hearth.story.v1";
+const KEY_STORE = "hearth.password", MODEL_STORE = "hearth.model", MODE_STORE = "hearth.mode";
+const UNDO_DEPTH = 20;  // story texts kept for Undo/Retry: each is a whole copy of the story
+const $ = (id) => document.getElementById(id);
+let running = null;  // {genkey, controller} while a reply or continuation is being written
+let contextSize = null;
+let modelMeta = {};  // model id -> /v1/models' `meta` (says whether it has a chat template)
+let editingIndex = null;  // the earlier user turn being edited (sending makes a branch)
+let modePicked = false;  // the user chose a mode on this page: detection must not undo it
+let templateKnown = null;  // whether the chosen model has a chat template (null: unknown)
+const BASE_MODEL = "Story mode: this model has no chat template (a base model), so it is best "
+  + "at continuing text. Chat still works, in Hearth's plain built-in format.";
+
+// ---------------------------------------------------------------------------------------------
+// Markdown, rendered safely. Model output is untrusted: raw HTML in it is shown as text (never
+// parsed), images become their alt text (nothing remote loads), and DOMPurify cleans whatever
+// marked produced, keeping only http(s)/mailto/#fragment links, which open in a new tab with
+// rel=noopener.
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
+    '"': "&quot;", "'": "&#39;"})[c]);
+}
+const markdown = new marked.Marked({
+  gfm: true,
+  breaks: true,
+  renderer: {
+    html(token) { return escapeHtml(token.text || token.raw || ""); },
+    image(token) { return escapeHtml(token.text ? `[image: ${token.text}]` : "[image]"); },
+  },
+});
+const PURIFY = {
+  FORBID_TAGS: ["img", "image", "style", "iframe", "frame", "frameset", "object", "embed",
+    "form", "input", "button", "textarea", "select", "video", "audio", "source", "track",
+    "picture", "svg", "math", "link", "meta", "base", "script", "template"],
+  FORBID_ATTR: ["style", "srcset", "src", "action", "formaction", "background", "poster",
+    "xlink:href"],
+  ALLOW_DATA_ATTR: false,
+  ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+  RETURN_DOM_FRAGMENT: true,
+};
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A" && node.hasAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
+  }
+});
+
+// Markdown text -> a sanitized DocumentFragment with highlighted code and Copy buttons.
+function renderMarkdown(text) {
+  const fragment = DOMPurify.sanitize(markdown.parse(text), PURIFY);
+  for (const code of fragment.querySelectorAll("pre > code")) {
+    // highlight.js reads textContent and writes its own spans: the code stays text.
+    if (/\blanguage-\w/.test(code.className)) {
+      const language = code.className.match(/\blanguage-([\w+#-]+)/)[1];
+      if (hljs.getLanguage(language)) hljs.highlightElement(code);
+    }
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "copy";
+    copy.textContent = "Copy";
+    copy.onclick = () => copyText(code.textContent, copy);
+    code.parentElement.appendChild(copy);
+  }
+  return fragment;
+}
+// For the tests and for anyone poking at the page: the renderer on its own.
+window.hearthRender = (text) => {
+  const holder = document.createElement("div");
+  holder.appendChild(renderMarkdown(text));
+  return holder;
+};
+
+async function copyText(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (_) {
+    // No clipboard API off localhost (not a secure context): copy the old way.
+    const area = document.createElement("textarea");
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+  button.textContent = "Copied";
+  setTimeout(() => { button.textContent = "Copy"; }, 1500);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations: {current, conversations: [{id, title, messages, updated}]} in localStorage.
+
+function newId() { return Date.now().toString(36) + Math.random().toString(36).slice(2, 8); }
+function newConversation(title = "New chat", messages = []) {
+  return {id: newId(), title, messages, updated: Date.now()};
+}
+function loadStore() {
+  let store = null;
+  try { store = JSON.parse(localStorage.getItem(STORE) || "null"); } catch (_) { store = null; }
+  if (!store || !Array.isArray(store.conversations)) store = {current: null, conversations: []};
+  // The single conversation of the page before version 2 becomes the first of the list.
+  const old = localStorage.getItem(OLD_STORE);
+  if (old !== null) {
+    try {
+      const messages = validMessages(JSON.parse(old));
+      if (messages && messages.length) {
+        const earlier = newConversation(titleFrom(messages), messages);
+        store.conversations.push(earlier);
+        store.current = earlier.id;
+      }
+    } catch (_) { /* unreadable: nothing to keep */ }
+    localStorage.removeItem(OLD_STORE);
+  }
+  if (!store.conversations.length) store.conversations.push(newConversation());
+  if (!store.conversations.some((c) => c.id === store.current)) {
+    store.current = store.conversations[0].id;
+  }
+  return store;
+}
+let store = loadStore();
+saveStore();
+
+function saveStore() { localStorage.setItem(STORE, JSON.stringify(store)); }
+function conversation() { return store.conversations.find((c) => c.id === store.current); }
+function messages() { return conversation().messages; }
+function touch() {
+  const c = conversation();
+  c.updated = Date.now();
+  if (c.title === "New chat" && c.messages.length) c.title = titleFrom(c.messages);
+  saveStore();
+  renderList();
+}
+function titleFrom(list) {
+  const first = list.find((m) => m.role === "user");
+  const text = first ? first.content.replace(/\s+/g, " ").trim() : "";
+  return text ? (text.length > 40 ? text.slice(0, 40) + "…" : text) : "New chat";
+}
+// A list of {role, content} with known roles and string content, or null.
+function validMessages(list) {
+  if (!Array.isArray(list)) return null;
+  const roles = ["system", "user", "assistant"];
+  const good = list.every((m) => m && typeof m === "object" && roles.includes(m.role)
+    && typeof m.content === "string");
+  return good ? list.map((m) => ({role: m.role, content: m.content})) : null;
+}
+
+function renderList() {
+  const list = $("conversations");
+  list.replaceChildren();
+  const ordered = [...store.conversations].sort((a, b) => b.updated - a.updated);
+  for (const c of ordered) {
+    const item = document.createElement("li");
+    item.dataset.id = c.id;
+    if (c.id === store.current) item.setAttribute("aria-current", "true");
+    const title = button(c.title, "title", () => switchTo(c.id));
+    title.title = c.title;
+    const rename = button("✎", "small rename", () => startRename(item, c));
+    const erase = button("✕", "small delete", () => remove(c));
+    rename.title = "Rename";
+    erase.title = "Delete";
+    rename.setAttribute("aria-label", `Rename "${c.title}"`);
+    erase.setAttribute("aria-label", `Delete "${c.title}"`);
+    item.append(title, rename, erase);
+    list.appendChild(item);
+  }
+}
+function button(text, className, onclick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = className;
+  b.textContent = text;
+  b.onclick = onclick;
+  return b;
+}
+function switchTo(id) {
+  if (running) return;
+  store.current = id;
+  saveStore();
+  cancelEdit();
+  renderList();
+  render();
+  if (window.matchMedia("(max-width: 700px)").matches) setSidebar(false);
+}
+function startRename(item, c) {
+  const field = document.createElement("input");
+  field.value = c.title;
+  field.setAttribute("aria-label", "Conversation name");
+  let done = false;
+  const finish = (keep) => {
+    if (done) return;
+    done = true;
+    if (keep && field.value.trim()) { c.title = field.value.trim(); saveStore(); }
+    renderList();
+  };
+  field.onkeydown = (event) => {
+    if (event.key === "Enter") finish(true);
+    if (event.key === "Escape") finish(false);
+  };
+  field.onblur = () => finish(true);
+  item.replaceChildren(field);
+  field.focus();
+  field.select();
+}
+function remove(c) {
+  if (running && c.id === store.current) return;
+  if (!confirm(`Delete "${c.title}"?`)) return;
+  store.conversations = store.conversations.filter((other) => other.id !== c.id);
+  if (!store.conversations.length) store.conversations.push(newConversation());
+  if (c.id === store.current) {
+    store.current = [...store.conversations].sort((a, b) => b.updated - a.updated)[0].id;
+    render();
+  }
+  saveStore();
+  renderList();
+}
+
+function sideNotice(text, kind = "error") {
+  $("side-notice").textContent = text;
+  $("side-notice").dataset.kind = kind;
+}
+function exportAll() {
+  const data = {format: "hearth-chats", version: 2, exported: new Date().toISOString(),
+    conversations: store.conversations.map((c) => ({title: c.title, updated: c.updated,
+      messages: c.messages}))};
+  const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)],
+    {type: "application/json"}));
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = `hearth-chats-${new Date().toISOString().slice(0, 10)}.json`;
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+// Validates an export (this page's format) and adds its conversations beside the ones here.
+function importText(text) {
+  let data;
+  try { data = JSON.parse(text); } catch (_) {
+    throw new Error("Not a Hearth chat export: the file is not JSON.");
+  }
+  if (!data || data.format !== "hearth-chats" || !Array.isArray(data.conversations)) {
+    throw new Error("Not a Hearth chat export: it has no \"hearth-chats\" format and "
+      + "conversations list.");
+  }
+  const added = data.conversations.map((c, index) => {
+    const list = c && validMessages(c.messages);
+    if (!list) {
+      throw new Error(`Conversation ${index + 1} is damaged: each message needs a role `
+        + "(system, user or assistant) and text content. Nothing was imported.");
+    }
+    const title = typeof c.title === "string" && c.title.trim() ? c.title.trim() : titleFrom(list);
+    return {...newConversation(title, list), updated: Number(c.updated) || Date.now()};
+  });
+  if (!added.length) throw new Error("The file holds no conversations.");
+  store.conversations.push(...added);
+  store.current = added[0].id;
+  saveStore();
+  renderList();
+  render();
+  return added.length;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chat log.
+
+function setStatus(text) { $("status").textContent = text; }
+
+function render() {
+  $("log").replaceChildren();
+  messages().forEach((m, index) => addTurn(m.role, m.content, index));
+}
+function addTurn(role, text, index) {
+  const div = document.createElement("div");
+  div.className = "turn " + role;
+  const body = document.createElement("div");
+  body.className = "body";
+  div.appendChild(body);
+  showText(body, role, text);
+  if (role === "user") {
+    const tools = document.createElement("span");
+    tools.className = "turn-tools";
+    tools.appendChild(button("Edit", "edit", () => startEdit(index)));
+    div.appendChild(tools);
+  }
+  $("log").appendChild(div);
+  $("log").scrollTop = $("log").scrollHeight;
+  return div;
+}
+// What a turn shows: the user's words as typed; the model's as sanitized markdown.
+function showText(body, role, text) {
+  if (role === "assistant") body.replaceChildren(renderMarkdown(text));
+  else body.textContent = text;
+}
+function notice(text) {
+  const div = document.createElement("div");
+  div.className = "notice";
+  div.textContent = text;
+  $("log").appendChild(div);
+}
+
+function startEdit(index) {
+  if (running) return;
+  editingIndex = index;
+  $("prompt").value = messages()[index].content;
+  $("editing").hidden = false;
+  $("prompt").focus();
+}
+function cancelEdit() {
+  editingIndex = null;
+  $("editing").hidden = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Talking to the server.
+
+function headers() {
+  const h = {"Content-Type": "application/json"};
+  const key = localStorage.getItem(KEY_STORE);
+  if (key) h["Authorization"] = "Bearer " + key;
+  return h;
+}
+async function getJson(path) {
+  const key = localStorage.getItem(KEY_STORE);
+  const response = await fetch(path, {headers: key ? {"Authorization": "Bearer " + key} : {}});
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return response.json();
+}
+
+// Reads a text/event-stream body into events {id, event, data}, in order, as each completes.
+// The only place the page reads SSE: both dialects' streams go through it, so resuming a broken
+// stream (Last-Event-ID, the last `id` seen) can be added here once.
+async function* sseEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", lastId = null, type = "", data = [];
+  for (;;) {
+    const {done, value} = await reader.read();
+    buffer += done ? decoder.decode() : decoder.decode(value, {stream: true});
+    // Events arrive in arbitrary pieces: only whole lines are read, the rest waits. A lone
+    // CR at the end may be half of a CRLF, so it waits too (unless the body has ended).
+    for (;;) {
+      const match = /\r\n|\r|\n/.exec(buffer);
+      if (!match || (!done && match[0] === "\r" && match.index === buffer.length - 1)) break;
+      const line = buffer.slice(0, match.index);
+      buffer = buffer.slice(match.index + match[0].length);
+      if (line === "") {
+        if (data.length) yield {id: lastId, event: type || "message", data: data.join("\n")};
+        type = "";
+        data = [];
+        continue;
+      }
+      if (line.startsWith(":")) continue;  // a comment: keep-alive pings
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let text = colon < 0 ? "" : line.slice(colon + 1);
+      if (text.startsWith(" ")) text = text.slice(1);
+      if (field === "data") data.push(text);
+      else if (field === "event") type = text;
+      else if (field === "id" && !text.includes("\0")) lastId = text;
+    }
+    if (done) return;  // an event not ended by a blank line is dropped, as EventSource does
+  }
+}
+
+async function explain(response) {
+  if (response.status === 401) {
+    const key = prompt("This server needs a password:");
+    if (key !== null) localStorage.setItem(KEY_STORE, key);
+    return "The server needs a password; it is saved, send again.";
+  }
+  if (response.status === 503) return "The server is busy; try again in a moment.";
+  let detail = "";
+  try {
+    const body = await response.json();
+    detail = (body.error && body.error.message) || (body.detail && body.detail.msg) || "";
+  } catch (_) { /* not JSON */ }
+  return `The server answered ${response.status}. ${detail}`;
+}
+
+// Tokens per second, live: content deltas (one per token) after the first, over the time since
+// the first arrived, so the wait for the prompt does not count. The server's own count
+// (usage.completion_tokens) gives the final figure.
+function speedMeter() {
+  const started = performance.now();
+  let first = null, count = 0;
+  const rate = (tokens) => {
+    const seconds = (performance.now() - first) / 1000;
+    return tokens > 1 && seconds > 0 ? (tokens - 1) / seconds : null;
+  };
+  return {
+    tick() {
+      count += 1;
+      if (first === null) first = performance.now();
+      const r = rate(count);
+      $("speed").textContent = r === null ? "" : `${r.toFixed(1)} tok/s so far`;
+    },
+    final(tokens) {
+      $("speed").textContent = "";
+      if (!tokens) return "";
+      // Polling sees no tokens arrive: then the whole request's time is all there is.
+      const r = first === null ? tokens / ((performance.now() - started) / 1000) : rate(tokens);
+      return `${tokens} tokens, ${r === null ? "–" : r.toFixed(1)} tokens/s`;
+    },
+  };
+}
+function showContext(used) {
+  const label = $("context");
+  if (!used || !contextSize) { label.textContent = used ? `Context ${used}` : ""; return; }
+  label.textContent = `Context ${used} / ${contextSize}`;
+  label.dataset.level = used / contextSize > 0.9 ? "high" : "ok";
+}
+
+function chatBody(stream, genkey, continuing) {
+  const system = $("system").value.trim();
+  const history = system ? [{role: "system", content: system}, ...messages()] : messages();
+  const body = {model: chosenModel(), messages: history, stream, genkey,
+    max_tokens: Number($("max-tokens").value) || 200,
+    temperature: Number($("temperature").value)};
+  // Hearth carries a final assistant message on (prefill) when asked: the reply grows.
+  if (continuing) body.continue_final_message = true;
+  return body;
+}
+
+async function streamReply(onText, meter, genkey, controller, continuing) {
+  const response = await fetch("/v1/chat/completions", {method: "POST", headers: headers(),
+    body: JSON.stringify({...chatBody(true, genkey, continuing),
+      stream_options: {include_usage: true}}),
+    signal: controller.signal});
+  if (!response.ok) throw new Error(await explain(response));
+  let text = "", usage = null;
+  for await (const event of sseEvents(response)) {
+    if (event.data === "[DONE]") break;
+    const chunk = JSON.parse(event.data);
+    if (chunk.error) throw new Error(chunk.error.message || "The stream broke.");
+    if (chunk.usage) usage = chunk.usage;
+    const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+    if (delta && delta.content) { text += delta.content; meter.tick(); onText(text); }
+  }
+  return {text, usage};
+}
+
+async function pollReply(onText, meter, genkey, controller, continuing) {
+  const finished = fetch("/v1/chat/completions", {method: "POST", headers: headers(),
+    body: JSON.stringify(chatBody(false, genkey, continuing)), signal: controller.signal});
+  let result = null;
+  finished.then((r) => { result = r; }, () => {});
+  while (result === null && !controller.signal.aborted) {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const check = await fetch("/api/extra/generate/check", {method: "POST", headers: headers(),
+      body: JSON.stringify({genkey})});
+    if (check.ok) { const body = await check.json(); onText(body.results[0].text); }
+  }
+  const response = await finished;
+  if (!response.ok) throw new Error(await explain(response));
+  const body = await response.json();
+  return {text: body.choices[0].message.content || "", usage: body.usage};
+}
+
+function setRunning(value) {
+  running = value;
+  if (!value) $("speed").textContent = "";
+  for (const id of ["send", "regenerate", "continue", "story-continue", "clear", "mode-chat",
+    "mode-story"]) $(id).disabled = Boolean(value);
+  $("stop").disabled = !value;
+  $("story").readOnly = Boolean(value);
+  storyButtons();
+}
+// Retry and Undo need a continuation to act on.
+function storyButtons() {
+  $("story-retry").disabled = $("story-undo").disabled = Boolean(running) || !story.undo.length;
+}
+
+// Writes a reply into the log: a new turn, or (continuing) more of the last one.
+async function generate(continuing = false) {
+  const genkey = "chat-" + Math.random().toString(36).slice(2);
+  const controller = new AbortController();
+  setRunning({genkey, controller});
+  setStatus("Generating…");
+  const list = messages();
+  const base = continuing ? list[list.length - 1].content : "";
+  const turns = $("log").querySelectorAll(".turn.assistant");
+  const turn = continuing && turns.length ? turns[turns.length - 1] : addTurn("assistant", "");
+  const body = turn.querySelector(".body");
+  let shown = base;
+  const onText = (text) => { shown = base + text; showText(body, "assistant", shown); };
+  const meter = speedMeter();
+  try {
+    const read = $("poll").checked ? pollReply : streamReply;
+    const reply = await read(onText, meter, genkey, controller, continuing);
+    keepReply(continuing, base + reply.text);
+    onText(reply.text);
+    setStatus(meter.final(reply.usage ? reply.usage.completion_tokens : 0));
+    if (reply.usage) showContext(reply.usage.prompt_tokens + reply.usage.completion_tokens);
+  } catch (error) {
+    if (shown !== base) keepReply(continuing, shown);
+    if (controller.signal.aborted) setStatus("Stopped.");
+    else {
+      notice(error instanceof TypeError ? "The server cannot be reached." : error.message);
+      setStatus("");
+    }
+  } finally {
+    setRunning(null);
+  }
+}
+function keepReply(continuing, text) {
+  const list = messages();
+  if (continuing) list[list.length - 1].content = text;
+  else list.push({role: "assistant", content: text});
+  touch();
+}
+
+function send() {
+  const text = $("prompt").value.trim();
+  if (!text || running) return;
+  if (editingIndex !== null) {
+    // A branch: a new conversation with the turns before the edited one, then the edit.
+    const source = conversation();
+    const kept = source.messages.slice(0, editingIndex).map((m) => ({...m}));
+    const branch = newConversation(`${source.title} (branch)`, kept);
+    store.conversations.push(branch);
+    store.current = branch.id;
+    cancelEdit();
+    render();
+  }
+  messages().push({role: "user", content: text});
+  touch();
+  addTurn("user", text, messages().length - 1);
+  $("prompt").value = "";
+  generate();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Story mode: one text the model continues (KoboldAI's generate/stream), a memory sent first.
+
+function loadStory() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(STORY_STORE) || "null");
+    if (saved && typeof saved.text === "string") {
+      return {memory: typeof saved.memory === "string" ? saved.memory : "", text: saved.text,
+        undo: Array.isArray(saved.undo) ? saved.undo.filter((t) => typeof t === "string") : []};
+    }
+  } catch (_) { /* start afresh */ }
+  return {memory: "", text: "", undo: []};
+}
+let story = loadStory();
+function saveStory() { localStorage.setItem(STORY_STORE, JSON.stringify(story)); }
+
+// Continue: the model writes on. Retry: the last continuation is replaced by a new one.
+async function storyContinue(retry) {
+  if (running) return;
+  story.text = $("story").value;
+  story.memory = $("memory").value;
+  if (retry) {
+    if (!story.undo.length) return;
+    story.text = story.undo[story.undo.length - 1];
+  } else {
+    story.undo.push(story.text);
+    story.undo = story.undo.slice(-UNDO_DEPTH);
+  }
+  const base = story.text;
+  $("story").value = base;
+  saveStory();
+  const genkey = "story-" + Math.random().toString(36).slice(2);
+  const controller = new AbortController();
+  setRunning({genkey, controller});
+  setStatus("Generating…");
+  const meter = speedMeter();
+  let added = "", tokens = 0;
+  try {
+    const response = await fetch("/api/extra/generate/stream", {method: "POST",
+      headers: headers(), signal: controller.signal,
+      body: JSON.stringify({model: chosenModel(), prompt: base, memory: story.memory, genkey,
+        max_length: Number($("max-tokens").value) || 200,
+        temperature: Number($("temperature").value)})});
+    if (!response.ok) throw new Error(await explain(response));
+    for await (const event of sseEvents(response)) {
+      const data = JSON.parse(event.data);
+      if (event.event === "error") {
+        throw new Error((data.detail && data.detail.msg) || "The stream broke.");
+      }
+      if (data.token) {
+        added += data.token;
+        tokens += 1;
+        meter.tick();
+        $("story").value = base + added;
+        $("story").scrollTop = $("story").scrollHeight;
+      }
+      if (data.finish_reason) break;
+    }
+    setStatus(meter.final(tokens));
+  } catch (error) {
+    if (controller.signal.aborted) setStatus("Stopped.");
+    else {
+      setStatus(error instanceof TypeError ? "The server cannot be reached." : error.message);
+    }
+  } finally {
+    story.text = base + added;
+    // Nothing written: this continuation leaves no step to undo (a retry keeps its base).
+    if (!added && !retry) story.undo.pop();
+    saveStory();
+    setRunning(null);
+  }
+  // KoboldAI's stream reports no usage: the server counts the prompt it was sent now.
+  countStoryContext();
+}
+async function countStoryContext() {
+  try {
+    const response = await fetch("/api/extra/tokencount", {method: "POST", headers: headers(),
+      body: JSON.stringify({prompt: story.memory + story.text})});
+    if (response.ok) showContext((await response.json()).value);
+  } catch (_) { /* the figure is a nicety */ }
+}
+function storyUndo() {
+  if (running || !story.undo.length) return;
+  story.text = story.undo.pop();
+  $("story").value = story.text;
+  saveStory();
+  storyButtons();
+  setStatus("");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modes, the model picker, the sidebar.
+
+function setMode(mode, reason = "") {
+  document.body.dataset.mode = mode;
+  $("mode-chat").setAttribute("aria-pressed", String(mode === "chat"));
+  $("mode-story").setAttribute("aria-pressed", String(mode === "story"));
+  $("mode-reason").textContent = reason;
+  $("mode-reason").hidden = !reason;
+}
+function pickMode(mode) {
+  if (running) return;
+  modePicked = true;
+  localStorage.setItem(MODE_STORE, mode);
+  setMode(mode, mode === "story" && templateKnown === false ? BASE_MODEL : "");
+}
+// Whether the model has a chat template: /v1/models' meta for the chosen model, else /props
+// (the loaded model's own template, "" when it has none), else KoboldCpp's `jinja` flag.
+async function hasChatTemplate(model) {
+  const meta = modelMeta[model];
+  if (meta && typeof meta.chat_template === "boolean") return meta.chat_template;
+  try {
+    const props = await getJson("/props");
+    if (typeof props.chat_template === "string") return props.chat_template !== "";
+  } catch (_) { /* not there: ask the next */ }
+  try {
+    const version = await getJson("/api/extra/version");
+    if (typeof version.jinja === "boolean") return version.jinja;
+  } catch (_) { /* unknown */ }
+  return null;
+}
+// The user's own choice (remembered) wins; otherwise a base model opens in Story mode.
+async function chooseMode() {
+  templateKnown = await hasChatTemplate(chosenModel() || "");
+  const saved = localStorage.getItem(MODE_STORE);
+  let mode;
+  if (modePicked) mode = document.body.dataset.mode;
+  else if (saved === "chat" || saved === "story") mode = saved;
+  else mode = templateKnown === false ? "story" : "chat";
+  setMode(mode, mode === "story" && templateKnown === false ? BASE_MODEL : "");
+}
+
+// The model picker: shown only when the server lists more than one model (--modeldir). The
+// choice is remembered; a request naming another listed model makes the server switch to it.
+async function loadModels() {
+  const picker = $("model-picker"), select = $("model");
+  try {
+    const body = await getJson("/v1/models");
+    const entries = (Array.isArray(body.data) ? body.data : [])
+      .filter((entry) => entry && typeof entry.id === "string" && entry.id);
+    const ids = entries.map((entry) => entry.id);
+    modelMeta = Object.fromEntries(entries.map((entry) => [entry.id, entry.meta || null]));
+    select.replaceChildren(...ids.map((id) => {
+      const option = document.createElement("option");
+      option.value = option.textContent = id;
+      return option;
+    }));
+    // Unless the user chose one, the model serving now: opening the page switches nothing.
+    const saved = localStorage.getItem(MODEL_STORE);
+    const serving = ids.includes(saved) ? saved : await servingModel();
+    if (ids.length) select.value = ids.includes(serving) ? serving : ids[0];
+    picker.hidden = ids.length < 2;
+    picker.dataset.state = "ready";
+  } catch (_) {
+    // No list: no picker, and requests name no model (the server's own model answers).
+    select.replaceChildren();
+    picker.hidden = true;
+    picker.dataset.state = "failed";
+  }
+}
+async function servingModel() {
+  try {
+    const perf = await getJson("/api/extra/perf");
+    return typeof perf.model === "string" ? perf.model : null;
+  } catch (_) {
+    return null;
+  }
+}
+function chosenModel() { return $("model").value || undefined; }
+async function loadContextSize() {
+  try {
+    const body = await getJson("/api/extra/true_max_context_length");
+    if (Number.isInteger(body.value)) contextSize = body.value;
+  } catch (_) { /* the figure shows without its size */ }
+}
+
+function setSidebar(open) {
+  document.body.dataset.sidebar = open ? "open" : "closed";
+  $("toggle-sidebar").setAttribute("aria-expanded", String(open));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring.
+
+$("send").onclick = send;
+$("prompt").onkeydown = (event) => {
+  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); send(); }
+};
+$("cancel-edit").onclick = () => { cancelEdit(); $("prompt").value = ""; };
+$("stop").onclick = async () => {
+  if (!running) return;
+  const {genkey, controller} = running;
+  // Abort on the server first (by genkey, so only this reply stops), then stop reading.
+  await fetch("/api/extra/abort", {method: "POST", headers: headers(),
+    body: JSON.stringify({genkey})}).catch(() => {});
+  controller.abort();
+};
+$("regenerate").onclick = () => {
+  const list = messages();
+  if (running || !list.length) return;
+  if (list[list.length - 1].role === "assistant") { list.pop(); touch(); render(); }
+  if (list.length) generate();
+};
+$("continue").onclick = () => {
+  const list = messages();
+  if (running || !list.length || list[list.length - 1].role !== "assistant") return;
+  generate(true);
+};
+$("clear").onclick = () => {
+  if (running) return;
+  const empty = store.conversations.find((c) => !c.messages.length);
+  const fresh = empty || newConversation();
+  if (!empty) store.conversations.push(fresh);
+  fresh.updated = Date.now();
+  switchTo(fresh.id);
+  setStatus("");
+};
+$("export").onclick = exportAll;
+$("import").onchange = async () => {
+  const file = $("import").files[0];
+  $("import").value = "";
+  if (!file || running) return;
+  try {
+    const count = importText(await file.text());
+    sideNotice(`Imported ${count} conversation${count === 1 ? "" : "s"}.`, "ok");
+  } catch (error) {
+    sideNotice(error.message);
+  }
+};
+$("toggle-sidebar").onclick = () => setSidebar(document.body.dataset.sidebar !== "open");
+$("settings-toggle").onclick = () => {
+  const open = $("settings").dataset.open !== "true";
+  $("settings").dataset.open = String(open);
+  $("settings-toggle").setAttribute("aria-expanded", String(open));
+};
+$("mode-chat").onclick = () => pickMode("chat");
+$("mode-story").onclick = () => pickMode("story");
+$("story-continue").onclick = () => storyContinue(false);
+$("story-retry").onclick = () => storyContinue(true);
+$("story-undo").onclick = storyUndo;
+$("story").oninput = () => { story.text = $("story").value; saveStory(); };
+$("story").onkeydown = (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    storyContinue(false);
+  }
+};
+// On a narrow screen the sidebar lies over the page: a tap beside it closes it.
+$("main").addEventListener("click", (event) => {
+  if (document.body.dataset.sidebar === "open" && event.target !== $("toggle-sidebar")
+      && window.matchMedia("(max-width: 700px)").matches) setSidebar(false);
+});
+$("memory").oninput = () => { story.memory = $("memory").value; saveStory(); };
+$("model").onchange = () => {
+  localStorage.setItem(MODEL_STORE, $("model").value);
+  chooseMode();  // the mode stays; only the line saying why is for the new model
+};
+
+setSidebar(!window.matchMedia("(max-width: 700px)").matches);
+$("story").value = story.text;
+$("memory").value = story.memory;
+if (story.memory) $("memory-box").open = true;
+renderList();
+render();
+storyButtons();
+// Ready once the models are known and the mode is chosen (the tests wait for this too).
+Promise.all([loadModels(), loadContextSize()]).then(chooseMode).finally(() => {
+  document.body.dataset.ready = "true";
+});
