@@ -6,7 +6,11 @@
 
 const STORE = "hearth.chat.v2", OLD_STORE = "hearth.chat.v1", STORY_STORE = "hearth.story.v1";
 const KEY_STORE = "hearth.password", MODEL_STORE = "hearth.model", MODE_STORE = "hearth.mode";
+const POLL_STORE = "hearth.poll";
 const UNDO_DEPTH = 20;  // story texts kept for Undo/Retry: each is a whole copy of the story
+// A dropped stream is fetched again this many times, waiting longer each time (the server
+// keeps it for --resumegrace seconds, 30 by default).
+const RESUME_DELAYS_MS = [250, 500, 1000, 2000, 3000, 4000, 5000, 5000, 5000, 5000];
 const $ = (id) => document.getElementById(id);
 let running = null;  // {genkey, controller} while a reply or continuation is being written
 let contextSize = null;
@@ -339,8 +343,12 @@ async function* sseEvents(response) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "", lastId = null, type = "", data = [];
+  // Which network read completed each event: a stream that arrives all in its first read was
+  // held back on the way (see lumpedStream).
+  let reads = 0;
   for (;;) {
     const {done, value} = await reader.read();
+    reads += 1;
     buffer += done ? decoder.decode() : decoder.decode(value, {stream: true});
     // Events arrive in arbitrary pieces: only whole lines are read, the rest waits. A lone
     // CR at the end may be half of a CRLF, so it waits too (unless the body has ended).
@@ -350,7 +358,9 @@ async function* sseEvents(response) {
       const line = buffer.slice(0, match.index);
       buffer = buffer.slice(match.index + match[0].length);
       if (line === "") {
-        if (data.length) yield {id: lastId, event: type || "message", data: data.join("\n")};
+        if (data.length) {
+          yield {id: lastId, event: type || "message", data: data.join("\n"), read: reads};
+        }
         type = "";
         data = [];
         continue;
@@ -366,6 +376,74 @@ async function* sseEvents(response) {
     }
     if (done) return;  // an event not ended by a blank line is dropped, as EventSource does
   }
+}
+
+// A stream asked for as resumable: when the connection drops (a network error, or the body
+// ending before the stream's last event), the rest is fetched from /api/extra/stream/{name}
+// after the last event id seen, and reading goes on as if nothing happened. `isEnd` says which
+// event ends the stream. Events from a resumed connection carry `resumed: true`.
+async function* resumableEvents(response, controller, isEnd) {
+  const name = response.headers.get("X-Hearth-Stream-Id");
+  let current = response, lastId = null, resumed = false;
+  for (;;) {
+    try {
+      for await (const event of sseEvents(current)) {
+        if (event.id !== null) lastId = event.id;
+        yield {...event, resumed};
+        if (isEnd(event)) return;
+      }
+    } catch (error) {
+      if (controller.signal.aborted || !(error instanceof TypeError)) throw error;
+    }
+    if (!name) throw new TypeError("The connection dropped.");  // not resumable
+    current = await resume(name, lastId, controller);
+    resumed = true;
+  }
+}
+async function resume(name, lastId, controller) {
+  const h = headers();
+  if (lastId !== null) h["Last-Event-ID"] = lastId;
+  for (const delay of RESUME_DELAYS_MS) {
+    setStatus("Connection lost; resuming…");
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    if (controller.signal.aborted) throw new DOMException("Stopped", "AbortError");
+    let response;
+    try {
+      response = await fetch(`/api/extra/stream/${encodeURIComponent(name)}`,
+        {headers: h, signal: controller.signal});
+    } catch (error) {
+      if (error instanceof TypeError) continue;  // still offline: try again
+      throw error;
+    }
+    if (response.ok) {
+      setStatus("Generating…");
+      return response;
+    }
+    if (response.status === 404) {
+      throw new Error("The connection dropped, and the server no longer has this reply "
+        + "(it waited for the page longer than its --resumegrace).");
+    }
+    if (response.status !== 502 && response.status !== 503 && response.status !== 504) {
+      throw new Error(await explain(response));
+    }
+  }
+  throw new TypeError("The server cannot be reached.");
+}
+
+// A proxy that buffers whole responses (some reverse proxies, tunnels, antivirus filters)
+// delivers a stream in one lump at its end: the page then learns nothing while the reply is
+// written. Seen as: every event came in the first network read, and the response's headers
+// only arrived after about as long as the server says the generation itself took.
+function lumpedStream(events, headersAfterMs, timings) {
+  if (!timings || !(timings.predicted_ms > 150) || events.length < 4) return false;
+  if (events.some((event) => event.resumed || event.read !== events[0].read)) return false;
+  return headersAfterMs >= 0.8 * (timings.predicted_ms + (timings.prompt_ms || 0));
+}
+function switchToPolling() {
+  $("poll").checked = true;
+  localStorage.setItem(POLL_STORE, "1");
+  notice("Replies reach this page in one piece: something between it and Hearth (a proxy?) "
+    + "holds streams back until they end. Switched to polling, which shows a reply as it grows.");
 }
 
 async function explain(response) {
@@ -427,21 +505,29 @@ function chatBody(stream, genkey, continuing) {
   return body;
 }
 
-async function streamReply(onText, meter, genkey, controller, continuing) {
+async function streamReply(onText, meter, genkey, controller, continuing, turn) {
+  const sent = performance.now();
   const response = await fetch("/v1/chat/completions", {method: "POST", headers: headers(),
     body: JSON.stringify({...chatBody(true, genkey, continuing),
-      stream_options: {include_usage: true}}),
+      stream_options: {include_usage: true, resumable: true}}),
     signal: controller.signal});
   if (!response.ok) throw new Error(await explain(response));
-  let text = "", usage = null;
-  for await (const event of sseEvents(response)) {
-    if (event.data === "[DONE]") break;
+  const headersAfter = performance.now() - sent;
+  turn.dataset.stream = response.headers.get("X-Hearth-Stream-Id") || "";
+  let text = "", usage = null, timings = null;
+  const events = [];
+  const isEnd = (event) => event.data === "[DONE]";
+  for await (const event of resumableEvents(response, controller, isEnd)) {
+    events.push(event);
+    if (isEnd(event)) break;
     const chunk = JSON.parse(event.data);
     if (chunk.error) throw new Error(chunk.error.message || "The stream broke.");
     if (chunk.usage) usage = chunk.usage;
+    if (chunk.timings) timings = chunk.timings;
     const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
     if (delta && delta.content) { text += delta.content; meter.tick(); onText(text); }
   }
+  if (lumpedStream(events, headersAfter, timings)) switchToPolling();
   return {text, usage};
 }
 
@@ -492,7 +578,7 @@ async function generate(continuing = false) {
   const meter = speedMeter();
   try {
     const read = $("poll").checked ? pollReply : streamReply;
-    const reply = await read(onText, meter, genkey, controller, continuing);
+    const reply = await read(onText, meter, genkey, controller, continuing, turn);
     keepReply(continuing, base + reply.text);
     onText(reply.text);
     setStatus(meter.final(reply.usage ? reply.usage.completion_tokens : 0));
@@ -576,10 +662,14 @@ async function storyContinue(retry) {
     const response = await fetch("/api/extra/generate/stream", {method: "POST",
       headers: headers(), signal: controller.signal,
       body: JSON.stringify({model: chosenModel(), prompt: base, memory: story.memory, genkey,
-        max_length: Number($("max-tokens").value) || 200,
+        max_length: Number($("max-tokens").value) || 200, resumable: true,
         temperature: Number($("temperature").value)})});
     if (!response.ok) throw new Error(await explain(response));
-    for await (const event of sseEvents(response)) {
+    const isEnd = (event) => {
+      try { return event.event === "message" && Boolean(JSON.parse(event.data).finish_reason); }
+      catch (_) { return false; }
+    };
+    for await (const event of resumableEvents(response, controller, isEnd)) {
       const data = JSON.parse(event.data);
       if (event.event === "error") {
         throw new Error((data.detail && data.detail.msg) || "The stream broke.");
@@ -788,6 +878,7 @@ $("main").addEventListener("click", (event) => {
       && window.matchMedia("(max-width: 700px)").matches) setSidebar(false);
 });
 $("memory").oninput = () => { story.memory = $("memory").value; saveStory(); };
+$("poll").onchange = () => localStorage.setItem(POLL_STORE, $("poll").checked ? "1" : "0");
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
   chooseMode();  // the mode stays; only the line saying why is for the new model
@@ -796,6 +887,7 @@ $("model").onchange = () => {
 setSidebar(!window.matchMedia("(max-width: 700px)").matches);
 $("story").value = story.text;
 $("memory").value = story.memory;
+$("poll").checked = localStorage.getItem(POLL_STORE) === "1";
 if (story.memory) $("memory-box").open = true;
 renderList();
 render();

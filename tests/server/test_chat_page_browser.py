@@ -2,90 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
 import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.chat_page import assistant_text, open_page, page_ready, until
 from tests.conftest import RunningServer
 from tests.server.test_real_model import perf, wait_for
 
 pytestmark = pytest.mark.model
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-
-if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    if os.environ.get("CI"):
-        raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
-    pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
-
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1100,800",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def assistant_text(browser: WebDriver) -> str:
-    turns = browser.find_elements(By.CSS_SELECTOR, ".turn.assistant")
-    return str(turns[-1].text) if turns else ""
-
-
-def until(condition: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "the page never got there"
-        time.sleep(0.05)
-
-
-def page_ready(browser: WebDriver) -> bool:
-    """The page has asked for the models and chosen its mode (Story for a base model)."""
-    return bool(browser.execute_script("return document.body.dataset.ready === 'true'"))
-
-
-def open_page(browser: WebDriver, url: str, mode: str | None = "chat") -> None:
-    """Load the page, wait until it is ready, then pick `mode` ("chat" or "story") as a user
-    would; the bundled model has no chat template, so a fresh page opens in Story mode."""
-    browser.get(url)
-    until(lambda: page_ready(browser))
-    if mode is not None:
-        browser.find_element(By.ID, f"mode-{mode}").click()
-        until(lambda: browser.execute_script("return document.body.dataset.mode") == mode)
-
-
-def reply_done(browser: WebDriver) -> bool:
-    """The reply has finished: Send is usable again and the final speed is shown."""
-    status = browser.find_element(By.ID, "status").text
-    return bool(browser.find_element(By.ID, "send").is_enabled() and "tokens/s" in status)
 
 
 def test_stream_stop_and_keep_the_conversation(

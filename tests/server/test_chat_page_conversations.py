@@ -12,38 +12,36 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.conftest import RunningServer
-
-# The headless Chromium fixture (skips without it) and the page helpers.
-from tests.server.test_chat_page_browser import (  # noqa: F401
-    browser,
+# The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
+from tests.chat_page import (
     open_page,
     page_ready,
     reply_done,
     until,
 )
+from tests.conftest import RunningServer
 
 pytestmark = pytest.mark.model
 
 
-def stored(browser: WebDriver) -> dict[str, Any]:  # noqa: F811
+def stored(browser: WebDriver) -> dict[str, Any]:
     return dict(browser.execute_script("return JSON.parse(localStorage.getItem('hearth.chat.v2'))"))
 
 
-def titles(browser: WebDriver) -> list[str]:  # noqa: F811
+def titles(browser: WebDriver) -> list[str]:
     return [
         str(item.text)
         for item in browser.find_elements(By.CSS_SELECTOR, "#conversations li .title")
     ]
 
 
-def current_title(browser: WebDriver) -> str:  # noqa: F811
+def current_title(browser: WebDriver) -> str:
     return str(
         browser.find_element(By.CSS_SELECTOR, "#conversations li[aria-current='true'] .title").text
     )
 
 
-def item(browser: WebDriver, title: str) -> Any:  # noqa: F811
+def item(browser: WebDriver, title: str) -> Any:
     for entry in browser.find_elements(By.CSS_SELECTOR, "#conversations li"):
         if entry.find_element(By.CSS_SELECTOR, ".title").text == title:
             return entry
@@ -51,7 +49,7 @@ def item(browser: WebDriver, title: str) -> Any:  # noqa: F811
 
 
 def test_the_old_single_conversation_is_migrated(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     open_page(browser, hearth.base_url + "/", mode=None)
@@ -71,7 +69,7 @@ def test_the_old_single_conversation_is_migrated(
 
 
 def test_new_rename_delete_and_kept_across_reloads(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     open_page(browser, hearth.base_url + "/")
@@ -115,7 +113,7 @@ def test_new_rename_delete_and_kept_across_reloads(
 
 
 def test_export_then_import_and_bad_files_are_refused(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
     tmp_path: Path,
 ) -> None:
@@ -194,7 +192,7 @@ def test_export_then_import_and_bad_files_are_refused(
 
 
 def test_editing_an_earlier_turn_makes_a_branch(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     open_page(browser, hearth.base_url + "/", mode=None)

@@ -13,10 +13,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
 
-from tests.conftest import RunningServer
-
 # Pytest fixtures, imported: the headless Chromium (skips without it) and the model folder.
-from tests.server.test_chat_page_browser import assistant_text, browser, until  # noqa: F401
+from tests.chat_page import assistant_text, until
+from tests.conftest import RunningServer
 from tests.server.test_model_switching_real import OTHER, SERVED, model_dir  # noqa: F401
 
 pytestmark = pytest.mark.model
@@ -30,20 +29,20 @@ def two_models(
     return start_hearth(["--modeldir", str(model_dir), "--contextsize", "1024"])
 
 
-def picker_state(browser: WebDriver) -> str:  # noqa: F811
+def picker_state(browser: WebDriver) -> str:
     """ "loading", then "ready" once /v1/models answered or "failed" when it did not."""
     return str(browser.find_element(By.ID, "model-picker").get_attribute("data-state"))
 
 
-def model_select(browser: WebDriver) -> Select:  # noqa: F811
+def model_select(browser: WebDriver) -> Select:
     return Select(browser.find_element(By.ID, "model"))
 
 
-def listed(browser: WebDriver) -> list[str]:  # noqa: F811
+def listed(browser: WebDriver) -> list[str]:
     return [str(option.get_attribute("value")) for option in model_select(browser).options]
 
 
-def send_and_wait(browser: WebDriver, text: str) -> None:  # noqa: F811
+def send_and_wait(browser: WebDriver, text: str) -> None:
     """Send `text` and wait until the reply has finished, without any notice."""
     before = len(browser.find_elements(By.CSS_SELECTOR, ".turn.assistant"))
     browser.find_element(By.ID, "prompt").send_keys(text)
@@ -53,7 +52,7 @@ def send_and_wait(browser: WebDriver, text: str) -> None:  # noqa: F811
     assert not browser.find_elements(By.CSS_SELECTOR, ".notice")
 
 
-def fresh_chat(browser: WebDriver, max_tokens: str = "4") -> None:  # noqa: F811
+def fresh_chat(browser: WebDriver, max_tokens: str = "4") -> None:
     # These models have no chat template: the page opens in Story mode; chat is one click.
     browser.find_element(By.ID, "mode-chat").click()
     browser.find_element(By.ID, "clear").click()
@@ -62,7 +61,7 @@ def fresh_chat(browser: WebDriver, max_tokens: str = "4") -> None:  # noqa: F811
     field.send_keys(max_tokens)
 
 
-def test_one_model_no_picker(browser: WebDriver, hearth: RunningServer) -> None:  # noqa: F811
+def test_one_model_no_picker(browser: WebDriver, hearth: RunningServer) -> None:
     browser.get(hearth.base_url + "/")
     until(lambda: picker_state(browser) == "ready")
     assert len(listed(browser)) == 1  # the one model, named in requests, but nothing to pick
@@ -70,7 +69,7 @@ def test_one_model_no_picker(browser: WebDriver, hearth: RunningServer) -> None:
 
 
 def test_the_picker_switches_the_model_and_is_remembered(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     two_models: RunningServer,
 ) -> None:
     browser.get(two_models.base_url + "/")
@@ -99,7 +98,7 @@ def test_the_picker_switches_the_model_and_is_remembered(
 
 
 def test_no_model_list_hides_the_picker_and_the_page_still_works(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     two_models: RunningServer,
 ) -> None:
     assert isinstance(browser, Chrome)
@@ -113,7 +112,7 @@ def test_no_model_list_hides_the_picker_and_the_page_still_works(
 
 
 def test_without_a_choice_the_picker_shows_the_model_serving_now(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     two_models: RunningServer,
 ) -> None:
     """Opening the page must not switch models: it picks the one another client loaded."""

@@ -11,16 +11,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.conftest import RunningServer
-
-# The headless Chromium fixture (skips without it) and the page helpers.
-from tests.server.test_chat_page_browser import (  # noqa: F401
-    browser,
+# The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
+from tests.chat_page import (
     open_page,
     page_ready,
     reply_done,
     until,
 )
+from tests.conftest import RunningServer
 
 pytestmark = pytest.mark.model
 
@@ -49,7 +47,7 @@ Text with <a href="javascript:window.__pwned='raw'">raw link</a> inline.
 """
 
 
-def seed(browser: WebDriver, url: str, conversation: list[dict[str, str]]) -> None:  # noqa: F811
+def seed(browser: WebDriver, url: str, conversation: list[dict[str, str]]) -> None:
     """Open the page in Chat mode with `conversation` stored as the current one (as if it had
     been written before), reloaded so that the page renders it the way it renders any."""
     open_page(browser, url)
@@ -64,7 +62,7 @@ def seed(browser: WebDriver, url: str, conversation: list[dict[str, str]]) -> No
     until(lambda: page_ready(browser))
 
 
-def nothing_ran(browser: WebDriver) -> None:  # noqa: F811
+def nothing_ran(browser: WebDriver) -> None:
     assert browser.execute_script("return window.__pwned") is None
     dangerous = browser.execute_script(
         """return [...document.querySelectorAll('#log *')].filter((e) =>
@@ -76,7 +74,7 @@ def nothing_ran(browser: WebDriver) -> None:  # noqa: F811
 
 
 def test_model_markdown_renders_and_hostile_markup_stays_inert(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     seed(
@@ -156,7 +154,7 @@ def test_static_files_are_served_only_from_the_chat_folder(hearth: RunningServer
 
 
 def test_sse_reader_splits_events_wherever_the_bytes_break(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     """The page's one SSE reader: events {id, event, data} from a body cut at any byte, with
@@ -190,7 +188,7 @@ def test_sse_reader_splits_events_wherever_the_bytes_break(
 
 
 def test_continue_carries_on_the_last_reply_and_renders_the_model_s_code(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     """Continue asks for more of the last reply (a trailing assistant message is continued)

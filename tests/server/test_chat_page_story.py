@@ -11,43 +11,41 @@ from selenium.webdriver.chrome.webdriver import WebDriver as Chrome
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.conftest import RunningServer
-
-# The headless Chromium fixture (skips without it) and the page helpers.
-from tests.server.test_chat_page_browser import (  # noqa: F401
-    browser,
+# The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
+from tests.chat_page import (
     open_page,
     page_ready,
     until,
 )
+from tests.conftest import RunningServer
 from tests.server.test_real_model import perf, wait_for
 
 pytestmark = pytest.mark.model
 
 
-def story(browser: WebDriver) -> str:  # noqa: F811
+def story(browser: WebDriver) -> str:
     return str(browser.find_element(By.ID, "story").get_attribute("value"))
 
 
-def story_done(browser: WebDriver) -> bool:  # noqa: F811
+def story_done(browser: WebDriver) -> bool:
     status = browser.find_element(By.ID, "status").text
     return bool(browser.find_element(By.ID, "story-continue").is_enabled() and "tokens/s" in status)
 
 
-def set_field(browser: WebDriver, field: str, value: str) -> None:  # noqa: F811
+def set_field(browser: WebDriver, field: str, value: str) -> None:
     element = browser.find_element(By.ID, field)
     element.clear()
     element.send_keys(value)
 
 
-def continue_story(browser: WebDriver, button: str = "story-continue") -> None:  # noqa: F811
+def continue_story(browser: WebDriver, button: str = "story-continue") -> None:
     browser.execute_script("document.getElementById('status').textContent = '';")
     browser.find_element(By.ID, button).click()
     until(lambda: story_done(browser), timeout=90)
 
 
 def test_a_base_model_opens_in_story_mode_and_says_why(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     props = httpx.get(hearth.base_url + "/props").json()
@@ -69,7 +67,7 @@ def test_a_base_model_opens_in_story_mode_and_says_why(
 
 
 def test_continue_undo_retry_memory_and_kept_across_reloads(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     open_page(browser, hearth.base_url + "/", mode="story")
@@ -114,7 +112,7 @@ def test_continue_undo_retry_memory_and_kept_across_reloads(
 
 
 def test_story_stop_aborts_on_the_server(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     open_page(browser, hearth.base_url + "/", mode="story")
@@ -136,7 +134,7 @@ def test_story_stop_aborts_on_the_server(
     assert story(browser) == kept  # what was written before Stop is kept
 
 
-def phone(browser: WebDriver) -> None:  # noqa: F811
+def phone(browser: WebDriver) -> None:
     """A 390 px wide phone screen (Chromium's window cannot be made that narrow)."""
     assert isinstance(browser, Chrome)
     browser.execute_cdp_cmd(
@@ -145,7 +143,7 @@ def phone(browser: WebDriver) -> None:  # noqa: F811
     )
 
 
-def inside(browser: WebDriver, element_id: str) -> dict[str, Any]:  # noqa: F811
+def inside(browser: WebDriver, element_id: str) -> dict[str, Any]:
     return dict(
         browser.execute_script(
             """const r = document.getElementById(arguments[0]).getBoundingClientRect();
@@ -158,7 +156,7 @@ def inside(browser: WebDriver, element_id: str) -> dict[str, Any]:  # noqa: F811
 
 
 def test_the_page_works_390_px_wide(
-    browser: WebDriver,  # noqa: F811
+    browser: WebDriver,
     hearth: RunningServer,
 ) -> None:
     phone(browser)

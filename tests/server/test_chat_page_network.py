@@ -1,0 +1,130 @@
+"""The chat page on a bad network, in headless Chromium against the real model: a connection
+cut mid-reply (through a proxy the test controls) is resumed by the page itself, and a proxy
+that delivers streams in one lump is noticed, said once, and answered by switching to polling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.chat_page import (
+    assistant_text,
+    open_page,
+    reply_done,
+    until,
+)
+from tests.conftest import RunningServer
+from tests.proxies import BufferingProxy, CuttingProxy
+from tests.sse import iter_sse
+
+pytestmark = pytest.mark.model
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+
+LUMPED = "in one piece"
+
+
+@pytest.fixture
+def cutting_proxy(hearth: RunningServer) -> Iterator[CuttingProxy]:
+    proxy = CuttingProxy(int(hearth.base_url.rsplit(":", 1)[1]))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def buffering_proxy(hearth: RunningServer) -> Iterator[BufferingProxy]:
+    proxy = BufferingProxy(int(hearth.base_url.rsplit(":", 1)[1]))
+    yield proxy
+    proxy.close()
+
+
+def ask(browser: WebDriver, prompt: str, max_tokens: int) -> None:
+    field = browser.find_element(By.ID, "max-tokens")
+    field.clear()
+    field.send_keys(str(max_tokens))
+    browser.find_element(By.ID, "prompt").send_keys(prompt)
+    browser.find_element(By.ID, "send").click()
+
+
+def stored_reply(browser: WebDriver) -> str:
+    store: dict[str, Any] = browser.execute_script(
+        "return JSON.parse(localStorage.getItem('hearth.chat.v2'))"
+    )
+    current = next(c for c in store["conversations"] if c["id"] == store["current"])
+    last = current["messages"][-1]
+    assert last["role"] == "assistant"
+    return str(last["content"])
+
+
+def whole_stream_text(hearth: RunningServer, name: str) -> str:
+    """The reply as the server streamed it, every event from the first (fetched directly)."""
+    text = ""
+    with httpx.stream("GET", f"{hearth.base_url}/api/extra/stream/{name}", timeout=60) as r:
+        assert r.status_code == 200
+        for event in iter_sse(r):
+            if not event.data or event.data == "[DONE]":
+                continue
+            choices = event.json().get("choices") or [{}]
+            text += (choices[0].get("delta") or {}).get("content") or ""
+    return text
+
+
+def notices(browser: WebDriver) -> list[str]:
+    return [str(n.text) for n in browser.find_elements(By.CSS_SELECTOR, ".notice")]
+
+
+def test_the_page_resumes_a_reply_after_the_connection_drops(
+    browser: WebDriver, hearth: RunningServer, cutting_proxy: CuttingProxy
+) -> None:
+    open_page(browser, cutting_proxy.base_url + "/")
+    browser.find_element(By.ID, "clear").click()
+    ask(browser, "Tell me a very long story about a ship.", 150)
+    until(lambda: len(assistant_text(browser)) > 20, timeout=60)
+    connections_before = cutting_proxy.connections
+    cutting_proxy.cut()  # mid-reply: the page's stream breaks
+    shown_at_cut = len(assistant_text(browser))
+    until(lambda: reply_done(browser), timeout=180)
+
+    assert cutting_proxy.connections > connections_before  # it came back for the rest
+    assert len(assistant_text(browser)) > shown_at_cut  # and the reply went on
+    name = browser.find_elements(By.CSS_SELECTOR, ".turn.assistant")[-1].get_attribute(
+        "data-stream"
+    )
+    assert name and name.startswith("chatcmpl-")
+    # Nothing lost, nothing twice: what the page kept is exactly what the server streamed.
+    assert stored_reply(browser) == whole_stream_text(hearth, name)
+    assert not any("cannot be reached" in text for text in notices(browser))
+
+
+def test_a_proxy_that_holds_streams_back_switches_the_page_to_polling(
+    browser: WebDriver, hearth: RunningServer, buffering_proxy: BufferingProxy
+) -> None:
+    # Straight to Hearth, a stream is a stream: no notice, still streaming.
+    open_page(browser, hearth.base_url + "/")
+    browser.find_element(By.ID, "clear").click()
+    ask(browser, "Tell me a very long story about a ship.", 60)
+    until(lambda: reply_done(browser), timeout=120)
+    assert not any(LUMPED in text for text in notices(browser))
+    assert not browser.find_element(By.ID, "poll").is_selected()
+
+    # Through a proxy that delivers each response only when it is complete.
+    open_page(browser, buffering_proxy.base_url + "/")
+    browser.find_element(By.ID, "clear").click()
+    ask(browser, "Tell me a very long story about a ship.", 60)
+    until(lambda: reply_done(browser), timeout=120)
+    assert assistant_text(browser)
+    assert [text for text in notices(browser) if LUMPED in text] != []
+    assert browser.find_element(By.ID, "poll").is_selected()
+
+    # The next reply polls (its text grows through /api/extra/generate/check), said once.
+    ask(browser, "And then?", 30)
+    until(lambda: reply_done(browser), timeout=120)
+    assert len([text for text in notices(browser) if LUMPED in text]) == 1
+    browser.refresh()  # the switch is remembered
+    until(lambda: browser.execute_script("return document.body.dataset.ready") == "true")
+    assert browser.find_element(By.ID, "poll").is_selected()
