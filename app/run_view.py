@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 LOG_MAX_LINES = 5000
 LOG_FLUSH_MS = 50
 POLL_INTERVAL_MS = 500
-PLOT_WINDOW_SECONDS = 300
+PLOT_WINDOW_SECONDS = 60  # live points come twice a second: the last minute reads well
 
 
 class LogView(QPlainTextEdit):
