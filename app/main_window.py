@@ -30,7 +30,7 @@ from app import settings_store
 from app.device_probe import DeviceProbe
 from app.hub_client import HubClient
 from app.paths import config_dir, presets_dir, server_command
-from app.run_view import PerfPoller, RunView
+from app.run_view import LivePoller, PerfPoller, RunView
 from app.server_process import ServerProcess
 from app.tabs.settings_tabs import AdminTab, ContextTab, NetworkTab, QuickLaunchTab
 from server.config import HearthSettings
@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
         self.server = ServerProcess(self)
         self.device_probe = DeviceProbe(self)
         self.poller = PerfPoller(self)
+        self.live = LivePoller(self)  # the admin-only view of requests, with the server's token
         self._ready = False
         self._base_url = ""
         self._mirror_duplicated_fields()
@@ -124,6 +125,9 @@ class MainWindow(QMainWindow):
         self.server.exited.connect(self._on_exited)
         self.server.failed.connect(self._on_failed)
         self.poller.updated.connect(self._on_perf)
+        self.live.updated.connect(self._on_live)
+        self.run_view.abort_requested.connect(self.live.abort)
+        self.live.abort_answered.connect(self._on_abort_answered)
         self.device_probe.found.connect(self.quick.gpu.set_devices)
         self.device_probe.failed.connect(self.quick.gpu.show_probe_failure)
 
@@ -267,6 +271,7 @@ class MainWindow(QMainWindow):
         self.show_notice(f"Starting the server on {self._base_url} …", "info")
         self.server.start(program, arguments)
         self.poller.start(self._base_url)
+        self.live.start(self._base_url, self.server.admin_token)
         return True
 
     def stop(self) -> None:
@@ -306,8 +311,17 @@ class MainWindow(QMainWindow):
                 self.open_chat()
         self.run_view.show_perf(perf)
 
+    def _on_live(self, live: dict[str, Any]) -> None:
+        if self.server.running:
+            self.run_view.show_live(live)
+
+    def _on_abort_answered(self, request_id: str, found: bool) -> None:
+        if not found:  # over already, or the server is gone: the row may ask again
+            self.run_view.requests.abort_failed(request_id)
+
     def _on_exited(self, code: int, reason: str) -> None:
         self.poller.stop()
+        self.live.stop()
         self.run_view.log.flush()
         self.run_view.set_running(False)
         self.launch_button.setEnabled(True)
@@ -320,6 +334,7 @@ class MainWindow(QMainWindow):
 
     def _on_failed(self, message: str) -> None:
         self.poller.stop()
+        self.live.stop()
         self.run_view.set_running(False)
         self.launch_button.setEnabled(True)
         self.show_notice(f"The server could not start: {message}", "error")

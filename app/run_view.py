@@ -1,5 +1,7 @@
-"""The running view: live log, live queue (polled from /api/extra/perf), tokens/s plot, and
-the Stop / Restart / Open Chat buttons. It shows what it is told; it owns no process."""
+"""The running view: live log, live queue (polled from /api/extra/perf), the requests open now
+with an Abort button each and a live tokens/s plot (polled from the admin-only
+/api/admin/requests with the launcher's token), and the Stop / Restart / Open Chat buttons.
+It shows what it is told; it owns no process, and it is given the URL and token."""
 
 from __future__ import annotations
 
@@ -12,11 +14,16 @@ from PySide6.QtCore import QObject, QPointF, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QGridLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPlainTextEdit,
+    QProgressBar,
     QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -24,7 +31,7 @@ from PySide6.QtWidgets import (
 LOG_MAX_LINES = 5000
 LOG_FLUSH_MS = 50
 POLL_INTERVAL_MS = 500
-PLOT_WINDOW_SECONDS = 300
+PLOT_WINDOW_SECONDS = 60  # live points come twice a second: the last minute reads well
 
 
 class LogView(QPlainTextEdit):
@@ -66,7 +73,10 @@ class LogView(QPlainTextEdit):
 
 
 class ThroughputPlot(QWidget):
-    """Tokens/s of each finished generation over the last few minutes, as a line."""
+    """The server's live generation speed over the last few minutes, as a line: a point per
+    poll while something generates (every generating request together), 0 when it stops."""
+
+    added = Signal(float)  # a point was plotted (tokens/s)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -76,6 +86,7 @@ class ThroughputPlot(QWidget):
     def add(self, tokens_per_second: float) -> None:
         self.points.append((time.monotonic(), tokens_per_second))
         self.update()
+        self.added.emit(tokens_per_second)
 
     def paintEvent(self, _event: object) -> None:
         painter = QPainter(self)
@@ -85,7 +96,8 @@ class ThroughputPlot(QWidget):
         now = time.monotonic()
         recent = [(t, v) for t, v in self.points if now - t <= PLOT_WINDOW_SECONDS]
         top = max((v for _, v in recent), default=0.0) or 1.0
-        painter.drawText(6, 14, f"tokens/s (last {PLOT_WINDOW_SECONDS // 60} min), max {top:.0f}")
+        caption = f"tokens/s generating (last {PLOT_WINDOW_SECONDS // 60} min), max {top:.0f}"
+        painter.drawText(6, 14, caption)
         if not recent:
             return
         width, height = self.width() - 12, self.height() - 24
@@ -150,12 +162,176 @@ class PerfPoller(QObject):
             reply.deleteLater()
 
 
+class LivePoller(QObject):
+    """Polls the admin-only GET /api/admin/requests (Bearer: the launcher's token) and posts
+    aborts to /api/admin/abort, without blocking the GUI thread."""
+
+    updated = Signal(dict)  # the answer of /api/admin/requests
+    abort_answered = Signal(str, bool)  # request id, whether the server found it open
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._network = QNetworkAccessManager(self)
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_INTERVAL_MS)
+        self._timer.timeout.connect(self._poll)
+        self._base_url = ""
+        self._token = b""
+        self._in_flight = False
+
+    def start(self, base_url: str, token: str) -> None:
+        self._base_url = base_url
+        self._token = token.encode()
+        self._timer.start()
+        self._poll()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def abort(self, request_id: str) -> None:
+        body = json.dumps({"id": request_id}).encode()
+        request = self._request("/api/admin/abort")
+        request.setHeader(QNetworkRequest.KnownHeaders.ContentTypeHeader, "application/json")
+        reply = self._network.post(request, body)
+        reply.finished.connect(lambda: self._abort_answered(reply, request_id))
+
+    def _request(self, path: str) -> QNetworkRequest:
+        request = QNetworkRequest(QUrl(self._base_url + path))
+        request.setRawHeader(b"Authorization", b"Bearer " + self._token)
+        request.setTransferTimeout(2000)
+        return request
+
+    def _poll(self) -> None:
+        if self._in_flight:
+            return  # a slow answer must not pile up requests
+        self._in_flight = True
+        reply = self._network.get(self._request("/api/admin/requests"))
+        reply.finished.connect(lambda: self._answered(reply))
+
+    def _answered(self, reply: QNetworkReply) -> None:
+        self._in_flight = False
+        try:
+            if reply.error() != QNetworkReply.NetworkError.NoError:
+                return  # not up yet, gone, or an older server without the live view
+            try:
+                data = json.loads(bytes(reply.readAll().data()))
+            except ValueError:
+                return
+            if isinstance(data, dict) and isinstance(data.get("requests"), list):
+                self.updated.emit(data)
+        finally:
+            reply.deleteLater()
+
+    def _abort_answered(self, reply: QNetworkReply, request_id: str) -> None:
+        found = reply.error() == QNetworkReply.NetworkError.NoError
+        reply.deleteLater()
+        self.abort_answered.emit(request_id, found)
+
+
+class RequestTable(QTableWidget):
+    """The requests open now, one row each: id, client, dialect, state, prompt progress,
+    tokens so far, speed, and an Abort button that asks for that request alone to end."""
+
+    abort_requested = Signal(str)  # request id
+    COLUMNS = ("ID", "Client", "Dialect", "State", "Prompt", "Tokens", "Tokens/s", "")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(0, len(self.COLUMNS), parent)
+        self.setHorizontalHeaderLabels(list(self.COLUMNS))
+        self.verticalHeader().hide()
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)  # the progress bar
+        self.ids: list[str] = []  # the request of each row, as shown now
+        self._aborting: set[str] = set()
+
+    def show_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Rows are updated in place (no flicker, and a button under the mouse stays)."""
+        self.setRowCount(len(rows))
+        self.ids = [str(row.get("id", "")) for row in rows]
+        self._aborting &= set(self.ids)
+        for index, row in enumerate(rows):
+            request_id = self.ids[index]
+            cells = (
+                request_id,
+                str(row.get("client", "")),
+                str(row.get("dialect", "")),
+                str(row.get("state", "")),
+                None,
+                str(row.get("tokens", 0)),
+                f"{float(row.get('tokens_per_second', 0)):.1f}",
+            )
+            for column, text in enumerate(cells):
+                if text is not None:
+                    self._set_text(index, column, text)
+            self._progress(index).show_row(row)
+            button = self._button(index)
+            button.setEnabled(request_id not in self._aborting)
+            button.setText("Aborting…" if request_id in self._aborting else "Abort")
+
+    def abort_row(self, index: int) -> None:
+        """What the row's Abort button does: ask once for that request to end."""
+        request_id = self.ids[index]
+        self._aborting.add(request_id)
+        button = self._button(index)
+        button.setEnabled(False)
+        button.setText("Aborting…")
+        self.abort_requested.emit(request_id)
+
+    def abort_failed(self, request_id: str) -> None:
+        """The server did not end it (already over, or unreachable): the row may ask again."""
+        self._aborting.discard(request_id)
+
+    def _set_text(self, row: int, column: int, text: str) -> None:
+        item = self.item(row, column)
+        if item is None:
+            self.setItem(row, column, QTableWidgetItem(text))
+        elif item.text() != text:
+            item.setText(text)
+
+    def _progress(self, row: int) -> PromptProgress:
+        bar = self.cellWidget(row, 4)
+        if not isinstance(bar, PromptProgress):
+            bar = PromptProgress()
+            self.setCellWidget(row, 4, bar)
+        return bar
+
+    def _button(self, row: int) -> QPushButton:
+        button = self.cellWidget(row, 7)
+        if not isinstance(button, QPushButton):
+            button = QPushButton("Abort")
+            # Looked up when clicked: the row's request then, not when the button was made.
+            button.clicked.connect(lambda _=False, b=button: self._clicked(b))
+            self.setCellWidget(row, 7, button)
+        return button
+
+    def _clicked(self, button: QPushButton) -> None:
+        for row in range(self.rowCount()):
+            if self.cellWidget(row, 7) is button:
+                self.abort_row(row)
+                return
+
+
+class PromptProgress(QProgressBar):
+    """How much of a request's prompt has been read: "1200/4000" while reading, full once
+    generating, empty while waiting."""
+
+    def show_row(self, row: dict[str, Any]) -> None:
+        done, total = int(row.get("prompt_done", 0)), int(row.get("prompt_total", 0))
+        self.setRange(0, max(total, 1))
+        self.setValue(min(done, max(total, 1)))
+        self.setFormat(f"{done}/{total}" if total else "-")
+
+
 class RunView(QWidget):
     """What the running server is doing; emits the user's requests as signals."""
 
     stop_requested = Signal()
     restart_requested = Signal()
     open_chat_requested = Signal()
+    abort_requested = Signal(str)  # a row's Abort: that request's id
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -168,6 +344,7 @@ class RunView(QWidget):
         self.total = QLabel("-")
         self.prompt_speed = QLabel("-")
         self.generation_speed = QLabel("-")
+        self.live_speed = QLabel("-")
         self.placement = QLabel("Runs on: -")
         self.placement.setWordWrap(True)
         figures = QGridLayout()
@@ -177,11 +354,15 @@ class RunView(QWidget):
                 ("Generations:", self.total),
                 ("Last prompt speed:", self.prompt_speed),
                 ("Last generation speed:", self.generation_speed),
+                ("Generating now:", self.live_speed),
             ]
         ):
             figures.addWidget(QLabel(caption), row, 0)
             figures.addWidget(value, row, 1)
         self.plot = ThroughputPlot()
+        self.requests = RequestTable()
+        self.requests.setMaximumHeight(150)
+        self.requests.abort_requested.connect(self.abort_requested)
         self.log = LogView()
         self.stop_button = QPushButton("Stop")
         self.restart_button = QPushButton("Restart")
@@ -203,14 +384,33 @@ class RunView(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.model)  # full width, as model names and their list are long
         layout.addWidget(self.placement)  # full width: the reason can be a sentence
+        layout.addWidget(self.requests)
         layout.addLayout(buttons)
         layout.addWidget(self.log, 1)
-        self._last_total: int | None = None
+        self._was_generating = False
         self.set_running(False)
 
     def set_running(self, running: bool) -> None:
         self.stop_button.setEnabled(running)
         self.open_chat_button.setEnabled(running)
+        if not running:
+            self.requests.show_rows([])
+            self.live_speed.setText("-")
+            self._was_generating = False
+
+    def show_live(self, live: dict[str, Any]) -> None:
+        """One answer of /api/admin/requests: the rows, and a plot point while something
+        generates (a last 0 when it stops, so the line falls instead of hanging there)."""
+        rows = [row for row in live.get("requests", []) if isinstance(row, dict)]
+        self.requests.show_rows(rows)
+        speed = float(live.get("tokens_per_second", 0))
+        generating = any(row.get("state") == "generating" for row in rows)
+        self.live_speed.setText(f"{speed:.1f} tokens/s" if generating else "-")
+        if generating and speed > 0:
+            self.plot.add(speed)
+        elif self._was_generating and not generating:
+            self.plot.add(0.0)
+        self._was_generating = generating
 
     def show_state(self, text: str) -> None:
         self.state.setText(text)
@@ -236,9 +436,6 @@ class RunView(QWidget):
         self.prompt_speed.setText(f"{float(perf.get('last_process_speed', 0)):.1f} tokens/s")
         speed = float(perf.get("last_eval_speed", 0))
         self.generation_speed.setText(f"{speed:.1f} tokens/s")
-        if self._last_total is not None and total > self._last_total and speed > 0:
-            self.plot.add(speed)
-        self._last_total = total
 
 
 def model_text(perf: dict[str, Any]) -> str:

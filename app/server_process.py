@@ -10,10 +10,16 @@ The server's stdin is a pipe that stays open for the launcher's whole life (the 
 is never closed), and `HEARTH_LAUNCHER_PIPE=1` tells the server to watch it: when the launcher
 dies in any way, the OS closes the pipe and the server shuts itself down
 (`server/parent_watch.py`), so no orphan keeps the port.
+
+Each start also hands the server a fresh random admin token in `HEARTH_ADMIN_TOKEN` (in the
+environment, which other users cannot read, never on the command line, which they can see in
+`ps`): it opens the server's live view of requests (`/api/admin/requests`, `/api/admin/abort`)
+to this launcher alone.
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 from pathlib import Path
 
@@ -21,6 +27,8 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 
 from app.log_buffer import LineAssembler
 
+# The variable server/api/admin_live.py reads (the launcher does not import the server's API).
+ADMIN_TOKEN_ENV = "HEARTH_ADMIN_TOKEN"
 STOP_GRACE_MS = 5000
 KILL_WAIT_MS = 5000  # after SIGKILL; only an unkillable process takes longer
 
@@ -39,6 +47,7 @@ class ServerProcess(QObject):
         self._lines = LineAssembler()
         self._stop_requested = False
         self.last_lines: list[str] = []
+        self.admin_token = ""  # the running server's, new at each start
 
     @property
     def running(self) -> bool:
@@ -59,6 +68,8 @@ class ServerProcess(QObject):
         environment.insert("PYTHONIOENCODING", "utf-8")
         # The default managed input channel keeps stdin's pipe open until this process dies.
         environment.insert("HEARTH_LAUNCHER_PIPE", "1")
+        self.admin_token = secrets.token_urlsafe(32)
+        environment.insert(ADMIN_TOKEN_ENV, self.admin_token)
         process.setProcessEnvironment(environment)
         if working_dir is not None:
             process.setWorkingDirectory(str(working_dir))

@@ -13,6 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import __version__
+from server.api import admin_live
 from server.api.anthropic.routes import router as anthropic_router
 from server.api.deps import ModelInfo
 from server.api.errors import (
@@ -141,4 +142,5 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     )
     for router in (*routers, pages_router):
         app.include_router(router)
+    admin_live.install(app)  # the launcher's live view of requests (and who sent them)
     document_request_models(app)

@@ -22,9 +22,11 @@ from server.core.types import (
     EmbeddingsEvent,
     EmbedInput,
     EngineEvent,
+    EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
+    Progress,
     TokenEvent,
 )
 
@@ -101,12 +103,14 @@ class ScriptedEngine:
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
-    ) -> Iterator[EngineEvent]:
+    ) -> Iterator[EngineReport]:
         self.requests.append(request)
         if request.embed_inputs:
             yield from self._embed(request)
             return
         started = time.perf_counter()
+        prompt = self.count_prompt_tokens(request)
+        yield Progress(prompt, prompt, 0)  # the scripted prompt takes no time
         pipeline = TokenTextPipeline(request.stop, request.trim_stop)
         finish = FinishReason.LENGTH
         stop_sequence: str | None = None
@@ -127,6 +131,7 @@ class ScriptedEngine:
             if text:
                 first_text_at = first_text_at or time.perf_counter()
                 yield TokenEvent(text)
+            yield Progress(prompt, prompt, generated)
             if stop_sequence is not None:
                 finish = FinishReason.STOP
                 break
@@ -134,7 +139,7 @@ class ScriptedEngine:
             yield TokenEvent(rest)
         yield GenerationOutcome(
             finish,
-            prompt_tokens=self.count_prompt_tokens(request),
+            prompt_tokens=prompt,
             completion_tokens=generated,
             generation_seconds=time.perf_counter() - started,
             time_to_first_token=None if first_text_at is None else first_text_at - started,

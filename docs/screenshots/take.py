@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtWidgets import QApplication, QProgressBar  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
+from app.qt_refcount import keep_singletons_alive  # noqa: E402
 from server.config import HearthSettings  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
@@ -102,7 +103,62 @@ def hub_screenshots(window: MainWindow) -> None:
     hub.stop()
 
 
+def send(url: str, body: dict[str, object]) -> None:
+    """A streamed request read to its end on its own thread, as a client would."""
+
+    def read() -> None:
+        with httpx.stream("POST", url, json=body, timeout=300) as response:
+            for _ in response.iter_lines():
+                pass
+
+    threading.Thread(target=read, daemon=True).start()
+
+
+def rows(window: MainWindow) -> list[tuple[str, str]]:
+    """(dialect, state) of each row of the running view's request table."""
+    table = window.run_view.requests
+    return [
+        (table.item(r, 2).text(), table.item(r, 3).text())
+        for r in range(table.rowCount())
+        if table.item(r, 2) and table.item(r, 3)
+    ]
+
+
+def running_screenshot(window: MainWindow) -> None:
+    """A generation running: the live plot has points, one request generates, one reads a long
+    prompt (its progress bar part filled), one waits; each in another dialect."""
+    base = f"http://127.0.0.1:{window.settings.port_param}"
+    story = {"prompt": "Once upon a time", "max_length": 400, "ban_eos_token": True}
+    send(f"{base}/api/extra/generate/stream", story)
+    chat = [{"role": "user", "content": "Name three rivers."}]
+    send(f"{base}/v1/chat/completions", {"messages": chat, "max_tokens": 40, "stream": True})
+    plot = window.run_view.plot
+    wait_until(lambda: len(plot.points) >= 12)
+    log = " ".join(f"Line {i}: the server answered a request." for i in range(120))
+    long_prompt = {"model": "gemma3", "prompt": log + " Summary:", "options": {"num_predict": 30}}
+    send(f"{base}/api/generate", long_prompt)  # Ollama's: waits for the chat's slot
+    wait_until(
+        lambda: ("ollama", "waiting") in rows(window) or ("ollama", "prompt") in rows(window)
+    )
+    message = {"model": "claude", "max_tokens": 30, "messages": chat, "stream": True}
+    send(f"{base}/v1/messages", message)  # Anthropic's: waits behind it
+    table = window.run_view.requests
+
+    def reading_halfway() -> bool:
+        for index in range(table.rowCount()):
+            bar = table.cellWidget(index, 4)
+            if isinstance(bar, QProgressBar) and 0.3 < bar.value() / max(bar.maximum(), 1) < 0.8:
+                return len(rows(window)) == 3
+        return False
+
+    wait_until(reading_halfway)
+    wait(200)
+    window.grab().save(str(OUT / "launcher-running.png"))
+    wait_until(lambda: table.rowCount() == 0)
+
+
 def main() -> None:
+    keep_singletons_alive()  # as the launcher does (app/qt_refcount.py)
     application = QApplication(sys.argv[:1])
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=4096))
     window.show()
@@ -119,22 +175,12 @@ def main() -> None:
     # The running view's figures need a quick device: lavapipe (a software GPU) is not one.
     gpu.backend.setCurrentIndex(max(gpu.backend.findData("auto"), 0))
     hub_screenshots(window)
+    # Two parallel slots, so the running view shows batched requests, one reading a long
+    # prompt and one waiting (set after the Network tab's screenshot, which keeps its look).
+    window.network.parallel.setValue(2)
     window.launch()
     wait_until(lambda: window.run_view.state.text() == "Idle")
-    base = f"http://127.0.0.1:{window.settings.port_param}"
-    for length in (60, 80, 200):
-        threading.Thread(
-            target=lambda n=length: httpx.post(
-                f"{base}/api/v1/generate",
-                timeout=60,
-                json={"prompt": "Once upon a time", "max_length": n},
-            )
-        ).start()
-    # Mid-run, after two replies: the queue, the figures and the plot all have something.
-    wait_until(lambda: window.run_view.total.text() == "2")
-    wait(300)
-    window.grab().save(str(OUT / "launcher-running.png"))
-    wait_until(lambda: window.run_view.total.text() == "3")
+    running_screenshot(window)
     window.server.stop()
     wait_until(lambda: not window.server.running, 20_000)
     window.close()

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from sse_starlette import ServerSentEvent
 
+from server.api.client_address import client_address
 from server.api.common import (
     ChatAnswer,
     ChatEnd,
@@ -497,6 +498,8 @@ def submit(
             model.schemas.check_grammar(generation.grammar)
         except ValueError as exc:
             raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
+    # Who asked and how, for the launcher's live view of requests (server/api/admin_live.py).
+    generation = dataclasses.replace(generation, client=client_address(), dialect=dialect.value)
     try:
         job = scheduler.submit(generation)
     except QueueFullError:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.placement import Placement
-from server.core.types import EngineEvent, GenerationRequest
+from server.core.types import EngineEvent, EngineReport, GenerationRequest
 
 
 class Tokenizer(Protocol):
@@ -48,7 +48,8 @@ class Engine(Tokenizer, SchemaChecker, Protocol):
     `generate` runs on the scheduler's worker thread. It must yield `TokenEvent`s as text becomes
     safe to send and end with exactly one `GenerationOutcome`; it checks `cancelled` between
     tokens so an abort or a departed client stops work within one token. A request with
-    `embed_inputs` yields one `EmbeddingsEvent` instead of text.
+    `embed_inputs` yields one `EmbeddingsEvent` instead of text. It may yield `Progress`
+    reports among the events (prompt tokens decoded, tokens generated) for the live view.
     """
 
     @property
@@ -74,7 +75,7 @@ class Engine(Tokenizer, SchemaChecker, Protocol):
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
-    ) -> Iterator[EngineEvent]: ...
+    ) -> Iterator[EngineReport]: ...
 
     def close(self) -> None: ...
 
@@ -106,8 +107,9 @@ class BatchEngine(Engine, Protocol):
         """Take a free slot; the returned handle labels this sequence's events."""
         ...
 
-    def step(self) -> list[tuple[object, EngineEvent]]:
-        """Advance every active sequence by one decode; return the events it produced."""
+    def step(self) -> list[tuple[object, EngineReport]]:
+        """Advance every active sequence by one decode; return the events it produced (and
+        the `Progress` of each sequence still going)."""
         ...
 
 

@@ -29,7 +29,7 @@ from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.engine import BatchEngine, CountsDecodes, Embedder, Engine, EngineError
 from server.core.placement import Placement
-from server.core.types import EngineEvent, GenerationRequest
+from server.core.types import EngineReport, GenerationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class EnginePool:
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
-    ) -> Iterator[EngineEvent]:
+    ) -> Iterator[EngineReport]:
         if self._embedder is not None and request.embed_inputs:
             return self._embedder.embed(request, cancelled)
         return self.current.generate(request, cancelled)
@@ -246,7 +246,7 @@ class EnginePool:
         assert isinstance(engine, BatchEngine)
         return engine.start_sequence(request, cancelled)
 
-    def step(self) -> list[tuple[object, EngineEvent]]:
+    def step(self) -> list[tuple[object, EngineReport]]:
         engine = self.current
         assert isinstance(engine, BatchEngine)
         return engine.step()

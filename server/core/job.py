@@ -16,6 +16,7 @@ from server.core.types import (
     EngineEvent,
     GenerationOutcome,
     GenerationRequest,
+    Progress,
     TokenEvent,
 )
 
@@ -24,6 +25,42 @@ logger = logging.getLogger(__name__)
 # Unread events a stream may have before its client counts as gone. The socket's own buffers
 # (hundreds of KB) fill first, so a client this far behind has stopped reading.
 DEFAULT_MAX_PENDING_EVENTS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class LiveProgress:
+    """A running job's progress as the live view shows it. Frozen and replaced whole by the
+    worker thread, so the event loop reading it never sees half an update."""
+
+    prompt_done: int = 0
+    prompt_total: int = 0
+    generated: int = 0
+    generating_since: float | None = None  # time.monotonic() when the prompt was done
+    generated_then: int = 0  # tokens already sampled by then (the prompt's last decode samples)
+    last_token_at: float | None = None
+
+    @property
+    def generating(self) -> bool:
+        return self.generating_since is not None
+
+    def advanced(self, progress: Progress, now: float) -> LiveProgress:
+        """This progress after the engine reported `progress` at `now`."""
+        since, then = self.generating_since, self.generated_then
+        if since is None and progress.prompt_done >= progress.prompt_total:
+            since, then = now, progress.generated
+        last = now if progress.generated != self.generated else self.last_token_at
+        return LiveProgress(
+            progress.prompt_done, progress.prompt_total, progress.generated, since, then, last
+        )
+
+    def tokens_per_second(self) -> float:
+        """Tokens sampled since the prompt was done over the time they took (0 until two
+        points exist): the speed a finished generation's figures would show."""
+        if self.generating_since is None or self.last_token_at is None:
+            return 0.0
+        seconds = self.last_token_at - self.generating_since
+        tokens = self.generated - self.generated_then
+        return tokens / seconds if seconds > 0 and tokens > 0 else 0.0
 
 
 class JobState(enum.Enum):
@@ -58,6 +95,7 @@ class Job:
     outcome: GenerationOutcome | None = None
     submitted_at: float = field(default_factory=time.monotonic)  # admitted (time.monotonic)
     started_at: float | None = None  # taken from the line by the worker; None while waiting
+    progress: LiveProgress = field(default_factory=LiveProgress)  # written by the worker only
 
     @property
     def text(self) -> str:

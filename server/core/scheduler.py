@@ -23,6 +23,7 @@ Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import math
 import random
@@ -43,6 +44,7 @@ from server.core.types import (
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
+    Progress,
     TokenEvent,
 )
 
@@ -113,6 +115,37 @@ class MetricsReading:
     running: int
     waiting: int
     decodes: DecodeCounts | None
+
+
+class LiveState(enum.Enum):
+    WAITING = "waiting"  # in line
+    PROMPT = "prompt"  # taken by the worker, its prompt being read
+    GENERATING = "generating"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRequest:
+    """One open request as the launcher's live view shows it (an admin-only view: it names
+    genkeys and clients, which /api/extra/perf never shows)."""
+
+    request_id: str
+    genkey: str
+    client: str
+    dialect: str
+    state: LiveState
+    prompt_done: int
+    prompt_total: int
+    generated: int
+    tokens_per_second: float  # 0 until it has generated two tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRequests:
+    """Every open request, running ones first, then the line in order; and the speed of all
+    generating ones together (batched requests add up)."""
+
+    requests: tuple[LiveRequest, ...]
+    tokens_per_second: float
 
 
 FinishedCallback = Callable[[Job], None]
@@ -300,6 +333,26 @@ class Scheduler:
         for target in targets:
             self.cancel(target)
         return AbortResult(success=bool(targets), done=bool(targets))
+
+    def abort_request(self, request_id: str) -> bool:
+        """The admin's abort: every open job of that request (all of OpenAI's `n` choices),
+        running or waiting, and no other. False when none is open."""
+        with self._lock:
+            targets = [
+                j for j in [*self._running, *self._waiting] if j.request.request_id == request_id
+            ]
+            self._counters.aborts += len(targets)
+        for target in targets:
+            self.cancel(target)
+        return bool(targets)
+
+    def live_requests(self) -> LiveRequests:
+        """What every open request is doing now, for the launcher's live view."""
+        with self._lock:
+            jobs = [*self._running, *self._waiting]
+        rows = tuple(_live_row(job) for job in jobs)
+        speed = sum(row.tokens_per_second for row in rows if row.state is LiveState.GENERATING)
+        return LiveRequests(rows, speed)
 
     def text_for(self, genkey: str = "") -> str:
         """/api/extra/generate/check: a user's own text so far; never someone else's.
@@ -556,7 +609,9 @@ class Scheduler:
                 continue
             for handle, event in events:
                 job = handles[handle]
-                if isinstance(event, GenerationOutcome):
+                if isinstance(event, Progress):
+                    job.progress = job.progress.advanced(event, time.monotonic())
+                elif isinstance(event, GenerationOutcome):
                     del handles[handle]
                     self._finish(job, event)
                 else:
@@ -579,6 +634,9 @@ class Scheduler:
             for event in self._engine.generate(request, job.cancelled):
                 if isinstance(event, GenerationOutcome):
                     return event
+                if isinstance(event, Progress):
+                    job.progress = job.progress.advanced(event, time.monotonic())
+                    continue
                 if isinstance(event, TokenEvent):
                     job.text_parts.append(event.text)
                 elif isinstance(event, EmbeddingsEvent):
@@ -636,6 +694,25 @@ def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:
         return outcome
     return replace(
         outcome, finish_reason=FinishReason.ERROR, error=SHUTDOWN_MESSAGE, server_stopping=True
+    )
+
+
+def _live_row(job: Job) -> LiveRequest:
+    request, progress = job.request, job.progress
+    if job.state is JobState.QUEUED:
+        state = LiveState.WAITING
+    else:
+        state = LiveState.GENERATING if progress.generating else LiveState.PROMPT
+    return LiveRequest(
+        request.request_id,
+        request.genkey,
+        request.client,
+        request.dialect,
+        state,
+        progress.prompt_done,
+        progress.prompt_total,
+        progress.generated,
+        progress.tokens_per_second(),
     )
 
 

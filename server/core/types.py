@@ -92,6 +92,10 @@ class GenerationRequest:
     # An embedding input longer than the model takes is cut to fit (Ollama's and KoboldCpp's
     # `truncate`) instead of refusing the request (OpenAI's and llama-server's rule).
     embed_truncate: bool = False
+    # Who asked, for the launcher's live view of requests (server/api/admin_live.py): the
+    # client's address and the API dialect it spoke; empty for internal requests and tests.
+    client: str = ""
+    dialect: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +161,19 @@ class GenerationOutcome:
     input_rejected: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a request has got, reported by the engine after each decode it took part in.
+
+    Only the scheduler reads it (the live view of requests: prompt progress for a long prompt,
+    tokens so far); it is never handed to the request's consumer, so streams are unchanged.
+    """
+
+    prompt_done: int  # prompt tokens in the context so far (a reused prefix counts)
+    prompt_total: int
+    generated: int  # tokens sampled so far
+
+
 EngineEvent = TokenEvent | EmbeddingsEvent | GenerationOutcome
+# What an engine yields: the request's events, with its progress reports among them.
+EngineReport = EngineEvent | Progress

@@ -17,6 +17,7 @@ def launched_settings(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> He
         window.server, "start", lambda _program, arguments: started.append(arguments)
     )
     monkeypatch.setattr(window.poller, "start", lambda _url: None)
+    monkeypatch.setattr(window.live, "start", lambda _url, _token: None)
     assert window.launch()
     arguments = started[0]
     return parse_command_line(arguments[arguments.index("--skiplauncher") :]).settings

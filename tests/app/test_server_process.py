@@ -4,7 +4,8 @@ import sys
 
 from pytestqt.qtbot import QtBot
 
-from app.server_process import ServerProcess
+from app.server_process import ADMIN_TOKEN_ENV, ServerProcess
+from server.api import admin_live
 
 
 def test_reports_lines_and_exit_code(qtbot: QtBot) -> None:
@@ -46,3 +47,21 @@ def test_missing_program_is_a_failure_not_a_hang(qtbot: QtBot) -> None:
     with qtbot.waitSignal(process.failed, timeout=10000):
         process.start("/nonexistent/hearth-server", [])
     assert not process.running
+
+
+def test_each_start_hands_the_child_a_new_admin_token_in_its_environment(qtbot: QtBot) -> None:
+    process = ServerProcess()
+    script = "import os, sys; print(os.environ['HEARTH_ADMIN_TOKEN']); print(sys.argv[1:])"
+    tokens: list[str] = []
+    for _ in range(2):
+        received: list[str] = []
+        process.lines_received.connect(received.extend)
+        with qtbot.waitSignal(process.exited, timeout=10000):
+            process.start(sys.executable, ["-c", script])
+        process.lines_received.disconnect(received.extend)
+        token, arguments = received
+        assert token == process.admin_token and len(token) >= 32
+        assert token not in arguments  # never on the command line, which `ps` shows everyone
+        tokens.append(token)
+    assert tokens[0] != tokens[1]
+    assert ADMIN_TOKEN_ENV == admin_live.ADMIN_TOKEN_ENV  # the variable the server reads

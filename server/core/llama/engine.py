@@ -39,17 +39,18 @@ from server.core.llama.slots import SlotCache
 from server.core.placement import Placement
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
-    EngineEvent,
+    EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
+    Progress,
     SamplingParams,
     TokenEvent,
 )
 from server.model_file import model_display_name
 
 logger = logging.getLogger(__name__)
-Events = list[tuple[object, EngineEvent]]
+Events = list[tuple[object, EngineReport]]
 
 
 class LlamaCppEngine:
@@ -139,7 +140,7 @@ class LlamaCppEngine:
 
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
-    ) -> Iterator[EngineEvent]:
+    ) -> Iterator[EngineReport]:
         """One request on its own (the serial path; also grammar-bound and embedding
         requests)."""
         if request.embed_inputs:
@@ -215,6 +216,13 @@ class LlamaCppEngine:
             sequence.slot.cached.extend(tokens)
         for sequence in [s for s in self._active if s.logits_row >= 0]:
             self._sample(sequence, events)
+        # After the decode: how far each sequence that took part has got (for a long prompt,
+        # one report per batch of it), unless it has just finished.
+        going = set(self._active)
+        for sequence, _ in added:
+            if sequence in going:
+                progress = Progress(sequence.decoded, len(sequence.prompt), sequence.generated)
+                events.append((sequence, progress))
         return events
 
     def close(self) -> None:
