@@ -34,11 +34,9 @@ def run_launcher(settings: HearthSettings | None = None) -> int:
 
     from app.main_window import MainWindow
     from app.paths import resource_root
-    from app.qt_refcount import keep_singletons_alive
     from app.settings_store import load_preferences
     from app.signals import close_on_signals
 
-    keep_singletons_alive()  # PySide6 6.12 on Python 3.11 would abort within minutes otherwise
     application = QApplication.instance() or QApplication(sys.argv[:1])
     application.setApplicationName("Hearth")
     if isinstance(application, QApplication):

@@ -22,7 +22,6 @@ from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QProgressBar  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from app.qt_refcount import keep_singletons_alive  # noqa: E402
 from server.config import HearthSettings  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
@@ -158,7 +157,6 @@ def running_screenshot(window: MainWindow) -> None:
 
 
 def main() -> None:
-    keep_singletons_alive()  # as the launcher does (app/qt_refcount.py)
     application = QApplication(sys.argv[:1])
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=4096))
     window.show()

@@ -6,13 +6,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from app.qt_refcount import keep_singletons_alive
 from server.config import HearthSettings
 from tests.conftest import free_port
 
-# As the launcher does at start (app/qt_refcount.py): a long pytest-qt session makes enough
-# Qt calls to use up the references of None, True and False on Python 3.11.
-keep_singletons_alive()
 
 
 @pytest.fixture(autouse=True)
