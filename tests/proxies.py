@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from tests.conftest import RunningServer
 
 
 class _Proxy:
@@ -129,3 +132,16 @@ def _read_request(client: socket.socket) -> bytes | None:
             return None
         body += chunk
     return b"\r\n".join([lines[0], *kept, b"Connection: close"]) + b"\r\n\r\n" + body
+
+
+Proxy = TypeVar("Proxy", bound=_Proxy)
+
+
+@contextlib.contextmanager
+def in_front_of(server: RunningServer, kind: type[Proxy]) -> Iterator[Proxy]:
+    """A proxy of `kind` to `server`, closed (every connection with it) afterwards."""
+    proxy = kind(int(server.base_url.rsplit(":", 1)[1]))
+    try:
+        yield proxy
+    finally:
+        proxy.close()

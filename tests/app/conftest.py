@@ -10,7 +10,6 @@ from server.config import HearthSettings
 from tests.conftest import free_port
 
 
-
 @pytest.fixture(autouse=True)
 def private_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test remembers its preferences in its own folder, never the user's."""

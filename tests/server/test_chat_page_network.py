@@ -18,7 +18,7 @@ from tests.chat_page import (
     until,
 )
 from tests.conftest import RunningServer
-from tests.proxies import BufferingProxy, CuttingProxy
+from tests.proxies import BufferingProxy, CuttingProxy, in_front_of
 from tests.sse import iter_sse
 
 pytestmark = pytest.mark.model
@@ -31,16 +31,19 @@ LUMPED = "in one piece"
 
 @pytest.fixture
 def cutting_proxy(hearth: RunningServer) -> Iterator[CuttingProxy]:
-    proxy = CuttingProxy(int(hearth.base_url.rsplit(":", 1)[1]))
-    yield proxy
-    proxy.close()
+    with in_front_of(hearth, CuttingProxy) as proxy:
+        yield proxy
 
 
 @pytest.fixture
 def buffering_proxy(hearth: RunningServer) -> Iterator[BufferingProxy]:
-    proxy = BufferingProxy(int(hearth.base_url.rsplit(":", 1)[1]))
-    yield proxy
-    proxy.close()
+    with in_front_of(hearth, BufferingProxy) as proxy:
+        yield proxy
+
+
+def new_chat(browser: WebDriver, url: str) -> None:
+    open_page(browser, url + "/")
+    browser.find_element(By.ID, "clear").click()
 
 
 def ask(browser: WebDriver, prompt: str, max_tokens: int) -> None:
@@ -81,8 +84,7 @@ def notices(browser: WebDriver) -> list[str]:
 def test_the_page_resumes_a_reply_after_the_connection_drops(
     browser: WebDriver, hearth: RunningServer, cutting_proxy: CuttingProxy
 ) -> None:
-    open_page(browser, cutting_proxy.base_url + "/")
-    browser.find_element(By.ID, "clear").click()
+    new_chat(browser, cutting_proxy.base_url)
     ask(browser, "Tell me a very long story about a ship.", 150)
     until(lambda: len(assistant_text(browser)) > 20, timeout=60)
     connections_before = cutting_proxy.connections
@@ -105,16 +107,14 @@ def test_a_proxy_that_holds_streams_back_switches_the_page_to_polling(
     browser: WebDriver, hearth: RunningServer, buffering_proxy: BufferingProxy
 ) -> None:
     # Straight to Hearth, a stream is a stream: no notice, still streaming.
-    open_page(browser, hearth.base_url + "/")
-    browser.find_element(By.ID, "clear").click()
+    new_chat(browser, hearth.base_url)
     ask(browser, "Tell me a very long story about a ship.", 60)
     until(lambda: reply_done(browser), timeout=120)
     assert not any(LUMPED in text for text in notices(browser))
     assert not browser.find_element(By.ID, "poll").is_selected()
 
     # Through a proxy that delivers each response only when it is complete.
-    open_page(browser, buffering_proxy.base_url + "/")
-    browser.find_element(By.ID, "clear").click()
+    new_chat(browser, buffering_proxy.base_url)
     ask(browser, "Tell me a very long story about a ship.", 60)
     until(lambda: reply_done(browser), timeout=120)
     assert assistant_text(browser)

@@ -168,11 +168,17 @@ def test_rows_show_running_and_waiting_requests_and_perf_shows_no_ids(held: Runn
         assert private not in perf
 
 
-def test_abort_of_a_waiting_request_ends_it_alone(held: RunningServer, engine: HeldEngine) -> None:
+def running_and_waiting(held: RunningServer) -> tuple[Stream, Stream]:
+    """A held stream generating, and one waiting behind it, both in the live rows."""
     running = stream(held, "/api/extra/generate/stream", {"prompt": f"{HELD} a", "max_length": 5})
     assert running.first.wait(30)
     waiting = stream(held, "/api/extra/generate/stream", {"prompt": "b", "max_length": 3})
     wait_for(lambda: len(rows(held)) == 2)
+    return running, waiting
+
+
+def test_abort_of_a_waiting_request_ends_it_alone(held: RunningServer, engine: HeldEngine) -> None:
+    running, waiting = running_and_waiting(held)
     waiting_id = rows(held)[1]["id"]
     with held.client(headers=ADMIN) as client:
         answer = client.post("/api/admin/abort", json={"id": waiting_id})
@@ -191,10 +197,7 @@ def test_abort_of_a_waiting_request_ends_it_alone(held: RunningServer, engine: H
 
 
 def test_abort_of_the_running_request_lets_the_next_one_run(held: RunningServer) -> None:
-    running = stream(held, "/api/extra/generate/stream", {"prompt": f"{HELD} a", "max_length": 5})
-    assert running.first.wait(30)
-    waiting = stream(held, "/api/extra/generate/stream", {"prompt": "b", "max_length": 3})
-    wait_for(lambda: len(rows(held)) == 2)
+    running, waiting = running_and_waiting(held)
     running_id = rows(held)[0]["id"]
     with held.client(headers=ADMIN) as client:
         assert client.post("/api/admin/abort", json={"id": running_id}).status_code == 200
