@@ -439,11 +439,14 @@ function lumpedStream(events, headersAfterMs, timings) {
   if (events.some((event) => event.resumed || event.read !== events[0].read)) return false;
   return headersAfterMs >= 0.8 * (timings.predicted_ms + (timings.prompt_ms || 0));
 }
+// Said once, above both Chat and Story, and remembered: the next replies poll.
 function switchToPolling() {
   $("poll").checked = true;
   localStorage.setItem(POLL_STORE, "1");
-  notice("Replies reach this page in one piece: something between it and Hearth (a proxy?) "
-    + "holds streams back until they end. Switched to polling, which shows a reply as it grows.");
+  $("network-note").textContent = "Replies reach this page in one piece: something between it "
+    + "and Hearth (a proxy?) holds streams back until they end. Switched to polling, which "
+    + "shows a reply as it grows.";
+  $("network-note").hidden = false;
 }
 
 async function explain(response) {
@@ -534,18 +537,23 @@ async function streamReply(onText, meter, genkey, controller, continuing, turn) 
 async function pollReply(onText, meter, genkey, controller, continuing) {
   const finished = fetch("/v1/chat/completions", {method: "POST", headers: headers(),
     body: JSON.stringify(chatBody(false, genkey, continuing)), signal: controller.signal});
+  const body = await pollUntilDone(finished, genkey, controller, onText);
+  return {text: body.choices[0].message.content || "", usage: body.usage};
+}
+// Waits for a non-streamed request's answer (its JSON), showing the text so far meanwhile:
+// /api/extra/generate/check by its genkey, every 300 ms.
+async function pollUntilDone(finished, genkey, controller, onText) {
   let result = null;
   finished.then((r) => { result = r; }, () => {});
   while (result === null && !controller.signal.aborted) {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const check = await fetch("/api/extra/generate/check", {method: "POST", headers: headers(),
       body: JSON.stringify({genkey})});
-    if (check.ok) { const body = await check.json(); onText(body.results[0].text); }
+    if (check.ok) onText((await check.json()).results[0].text);
   }
   const response = await finished;
   if (!response.ok) throw new Error(await explain(response));
-  const body = await response.json();
-  return {text: body.choices[0].message.content || "", usage: body.usage};
+  return response.json();
 }
 
 function setRunning(value) {
@@ -637,6 +645,54 @@ function loadStory() {
 let story = loadStory();
 function saveStory() { localStorage.setItem(STORY_STORE, JSON.stringify(story)); }
 
+// KoboldAI's stream, asked for as resumable; the number of tokens it wrote.
+async function storyStream(request, onText, meter, controller) {
+  const sent = performance.now();
+  const response = await fetch("/api/extra/generate/stream", {method: "POST",
+    headers: headers(), signal: controller.signal,
+    body: JSON.stringify({...request, resumable: true})});
+  if (!response.ok) throw new Error(await explain(response));
+  const headersAfter = performance.now() - sent;
+  $("story").dataset.stream = response.headers.get("X-Hearth-Stream-Id") || "";
+  const isEnd = (event) => {
+    try { return event.event === "message" && Boolean(JSON.parse(event.data).finish_reason); }
+    catch (_) { return false; }
+  };
+  let text = "", tokens = 0;
+  const events = [];
+  for await (const event of resumableEvents(response, controller, isEnd)) {
+    events.push(event);
+    const data = JSON.parse(event.data);
+    if (event.event === "error") {
+      throw new Error((data.detail && data.detail.msg) || "The stream broke.");
+    }
+    if (data.token) {
+      text += data.token;
+      tokens += 1;
+      meter.tick();
+      onText(text);
+    }
+    if (isEnd(event)) break;
+  }
+  // KoboldAI's events carry no timings: the server's own figures for the last generation.
+  if (events.length >= 4 && !events.some((e) => e.resumed || e.read !== events[0].read)) {
+    const perf = await getJson("/api/extra/perf").catch(() => null);
+    const timings = perf && {predicted_ms: perf.last_eval_time * 1000,
+      prompt_ms: perf.last_process_time * 1000};
+    if (lumpedStream(events, headersAfter, timings)) switchToPolling();
+  }
+  return tokens;
+}
+// The same continuation whole (/api/v1/generate), its text so far read meanwhile from
+// /api/extra/generate/check by its genkey: for networks that hold streams back.
+async function storyPoll(request, onText, meter, controller) {
+  const finished = fetch("/api/v1/generate", {method: "POST", headers: headers(),
+    body: JSON.stringify(request), signal: controller.signal});
+  const answer = (await pollUntilDone(finished, request.genkey, controller, onText)).results[0];
+  onText(answer.text);
+  return answer.completion_tokens || 0;
+}
+
 // Continue: the model writes on. Retry: the last continuation is replaced by a new one.
 async function storyContinue(retry) {
   if (running) return;
@@ -658,31 +714,17 @@ async function storyContinue(retry) {
   setStatus("Generating…");
   const meter = speedMeter();
   let added = "", tokens = 0;
+  const onText = (text) => {
+    added = text;
+    $("story").value = base + added;
+    $("story").scrollTop = $("story").scrollHeight;
+  };
+  const request = {model: chosenModel(), prompt: base, memory: story.memory, genkey,
+    max_length: Number($("max-tokens").value) || 200,
+    temperature: Number($("temperature").value)};
   try {
-    const response = await fetch("/api/extra/generate/stream", {method: "POST",
-      headers: headers(), signal: controller.signal,
-      body: JSON.stringify({model: chosenModel(), prompt: base, memory: story.memory, genkey,
-        max_length: Number($("max-tokens").value) || 200, resumable: true,
-        temperature: Number($("temperature").value)})});
-    if (!response.ok) throw new Error(await explain(response));
-    const isEnd = (event) => {
-      try { return event.event === "message" && Boolean(JSON.parse(event.data).finish_reason); }
-      catch (_) { return false; }
-    };
-    for await (const event of resumableEvents(response, controller, isEnd)) {
-      const data = JSON.parse(event.data);
-      if (event.event === "error") {
-        throw new Error((data.detail && data.detail.msg) || "The stream broke.");
-      }
-      if (data.token) {
-        added += data.token;
-        tokens += 1;
-        meter.tick();
-        $("story").value = base + added;
-        $("story").scrollTop = $("story").scrollHeight;
-      }
-      if (data.finish_reason) break;
-    }
+    const read = $("poll").checked ? storyPoll : storyStream;
+    tokens = await read(request, onText, meter, controller);
     setStatus(meter.final(tokens));
   } catch (error) {
     if (controller.signal.aborted) setStatus("Stopped.");

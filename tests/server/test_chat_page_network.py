@@ -19,6 +19,7 @@ from tests.chat_page import (
 )
 from tests.conftest import RunningServer
 from tests.proxies import BufferingProxy, CuttingProxy, in_front_of
+from tests.server.test_chat_page_story import set_field, story, story_done
 from tests.sse import iter_sse
 
 pytestmark = pytest.mark.model
@@ -65,20 +66,28 @@ def stored_reply(browser: WebDriver) -> str:
 
 
 def whole_stream_text(hearth: RunningServer, name: str) -> str:
-    """The reply as the server streamed it, every event from the first (fetched directly)."""
+    """The reply as the server streamed it, every event from the first (fetched directly), in
+    OpenAI's chunks or KoboldAI's tokens."""
     text = ""
     with httpx.stream("GET", f"{hearth.base_url}/api/extra/stream/{name}", timeout=60) as r:
         assert r.status_code == 200
         for event in iter_sse(r):
             if not event.data or event.data == "[DONE]":
                 continue
-            choices = event.json().get("choices") or [{}]
+            data = event.json()
+            if "token" in data:
+                text += data["token"]
+                continue
+            choices = data.get("choices") or [{}]
             text += (choices[0].get("delta") or {}).get("content") or ""
     return text
 
 
 def notices(browser: WebDriver) -> list[str]:
-    return [str(n.text) for n in browser.find_elements(By.CSS_SELECTOR, ".notice")]
+    """What the page says: the chat log's notices and the note above both modes."""
+    note = browser.find_element(By.ID, "network-note")
+    said = [str(n.text) for n in browser.find_elements(By.CSS_SELECTOR, ".notice")]
+    return said + ([str(note.text)] if note.is_displayed() else [])
 
 
 def test_the_page_resumes_a_reply_after_the_connection_drops(
@@ -128,3 +137,38 @@ def test_a_proxy_that_holds_streams_back_switches_the_page_to_polling(
     browser.refresh()  # the switch is remembered
     until(lambda: browser.execute_script("return document.body.dataset.ready") == "true")
     assert browser.find_element(By.ID, "poll").is_selected()
+
+
+def test_a_story_continues_after_the_connection_drops(
+    browser: WebDriver, hearth: RunningServer, cutting_proxy: CuttingProxy
+) -> None:
+    open_page(browser, cutting_proxy.base_url + "/", mode="story")
+    set_field(browser, "max-tokens", "120")
+    beginning = "Chapter one. The storm began at midnight, and"
+    set_field(browser, "story", beginning)
+    browser.find_element(By.ID, "story-continue").click()
+    until(lambda: len(story(browser)) > len(beginning) + 20, timeout=60)
+    connections_before = cutting_proxy.connections
+    cutting_proxy.cut()
+    until(lambda: story_done(browser), timeout=180)
+    assert cutting_proxy.connections > connections_before
+    name = browser.find_element(By.ID, "story").get_attribute("data-stream")
+    assert name and name.startswith("story-")  # the page's genkey names the stream
+    assert story(browser) == beginning + whole_stream_text(hearth, name)
+
+
+def test_story_mode_polls_behind_a_proxy_that_holds_streams_back(
+    browser: WebDriver, buffering_proxy: BufferingProxy
+) -> None:
+    open_page(browser, buffering_proxy.base_url + "/", mode="story")
+    set_field(browser, "max-tokens", "60")
+    set_field(browser, "story", "Chapter one. The storm began at midnight, and")
+    browser.find_element(By.ID, "story-continue").click()
+    until(lambda: story_done(browser), timeout=120)
+    assert browser.find_element(By.ID, "poll").is_selected()
+    assert [text for text in notices(browser) if LUMPED in text] != []  # said in Story too
+    written = story(browser)
+    browser.execute_script("document.getElementById('status').textContent = '';")
+    browser.find_element(By.ID, "story-continue").click()  # now whole, read by polling
+    until(lambda: story_done(browser), timeout=120)
+    assert len(story(browser)) > len(written)
