@@ -127,7 +127,8 @@ def test_a_proxy_that_holds_streams_back_switches_the_page_to_polling(
     ask(browser, "Tell me a very long story about a ship.", 60)
     until(lambda: reply_done(browser), timeout=120)
     assert assistant_text(browser)
-    assert [text for text in notices(browser) if LUMPED in text] != []
+    weighed = browser.execute_script("return document.body.dataset.lastStream")
+    assert [text for text in notices(browser) if LUMPED in text] != [], weighed
     assert browser.find_element(By.ID, "poll").is_selected()
 
     # The next reply polls (its text grows through /api/extra/generate/check), said once.
@@ -165,7 +166,8 @@ def test_story_mode_polls_behind_a_proxy_that_holds_streams_back(
     set_field(browser, "story", "Chapter one. The storm began at midnight, and")
     browser.find_element(By.ID, "story-continue").click()
     until(lambda: story_done(browser), timeout=120)
-    assert browser.find_element(By.ID, "poll").is_selected()
+    weighed = browser.execute_script("return document.body.dataset.lastStream")
+    assert browser.find_element(By.ID, "poll").is_selected(), weighed
     assert [text for text in notices(browser) if LUMPED in text] != []  # said in Story too
     written = story(browser)
     browser.execute_script("document.getElementById('status').textContent = '';")
