@@ -72,6 +72,11 @@ def test_password_busy_server_and_regenerate(
     max_tokens = browser.find_element(By.ID, "max-tokens")
     max_tokens.clear()
     max_tokens.send_keys("12")
+    # Greedy: sampled, a 12-token reply of the base model is now and then markdown that shows
+    # no text (a rule, an empty code fence), which would read here as no reply.
+    temperature = browser.find_element(By.ID, "temperature")
+    temperature.clear()
+    temperature.send_keys("0")
     browser.find_element(By.ID, "prompt").send_keys("Hello there")
     browser.find_element(By.ID, "send").click()
     until(lambda: _alert_text(browser) is not None)  # the page asks for the password once
