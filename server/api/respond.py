@@ -42,7 +42,7 @@ from server.api.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, 
 from server.api.errors import APIError, Dialect, ErrorKind, busy_error, parse_json_body
 from server.api.model_choice import ModelChoice
 from server.api.openapi import json_answer, json_body
-from server.api.resumable import ResumableStreams, stream_response, wants_resumable
+from server.api.resumable import ResumableStreams, stream_response, url_safe, wants_resumable
 from server.config import HearthSettings
 from server.core.job import Job, JobState
 from server.core.scheduler import QueueFullError, Scheduler
@@ -334,10 +334,13 @@ def _stream_names(plan: ChatPlan, wire: WireFormat[Any]) -> list[str]:
     """What a resumable stream is fetched by: the id its events carry (OpenAI's and
     Anthropic's response id), and the client's genkey (KoboldAI's name for a generation)."""
     generation = plan.generation
-    if wire.dialect is Dialect.KOBOLD:
-        # KoboldAI's request ids are counted, so guessable: without a genkey, a random name.
-        return [generation.genkey or new_id("kai-stream-")]
-    return [generation.request_id] + ([generation.genkey] if generation.genkey else [])
+    genkey = [generation.genkey] if generation.genkey else []
+    if wire.dialect is Dialect.KOBOLD and genkey and url_safe(generation.genkey):
+        return genkey
+    # The first name goes in the header and the resume URL, so it must be URL-safe; KoboldAI's
+    # own request ids are counted, so guessable: a random name stands in for them.
+    first = new_id("kai-stream-") if wire.dialect is Dialect.KOBOLD else generation.request_id
+    return [first, *genkey]
 
 
 def _retained(

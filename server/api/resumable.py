@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,14 @@ DEFAULT_TOTAL_BYTES = 256 * 1024 * 1024
 STREAM_NAME_HEADER = "X-Hearth-Stream-Id"
 
 router = APIRouter(tags=["KoboldAI"])
+
+# What a stream's first name (the header's, the resume URL's) may hold: a genkey is any string,
+# but a header value and a URL path segment take only some characters as they are.
+_URL_SAFE = re.compile(r"[A-Za-z0-9._~-]{1,200}")
+
+
+def url_safe(name: str) -> bool:
+    return _URL_SAFE.fullmatch(name) is not None
 
 
 @dataclass(eq=False)
@@ -247,7 +256,7 @@ def stream_response(
 ) -> Response:
     """A follower's SSE response; its header names the stream for a later resume."""
     response = sse_bytes_response(streams.follow(stream, after, keepalive_seconds))
-    response.headers[STREAM_NAME_HEADER] = stream.names[0]
+    response.headers[STREAM_NAME_HEADER] = stream.names[0]  # URL-safe: see url_safe
     return response
 
 

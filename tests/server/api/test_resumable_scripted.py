@@ -337,6 +337,23 @@ def test_followers_read_at_their_own_pace(serve_engine: Serve) -> None:
     assert results == {"first": scripted_text(TOKENS), "second": scripted_text(TOKENS)}
 
 
+def test_any_genkey_names_a_stream(serve_engine: Serve) -> None:
+    """A genkey is any string, but a header value and a URL segment are not: then the header
+    names the stream by a URL-safe name of its own (the fuzzer found the 500 this was)."""
+    server = serve_engine(ScriptedEngine(PIECES))
+    genkey = "é/ü x\n😀"
+    body = {"prompt": "x", "max_length": 6, "genkey": genkey, "resumable": True}
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        with client.stream("POST", "/api/extra/generate/stream", json=body) as response:
+            assert response.status_code == 200
+            name = response.headers["x-hearth-stream-id"]
+            first = [e.json()["token"] for e in _events(response)]
+        assert name.startswith("kai-stream-")
+        again = client.get(f"/api/extra/stream/{name}")
+        assert again.status_code == 200, again.text
+    assert [e.json()["token"] for e in _events_of(again.text)] == first
+
+
 def test_the_resume_route_is_documented(serve_engine: Serve) -> None:
     server = serve_engine(ScriptedEngine(PIECES))
     schema = httpx.get(server.base_url + "/openapi.json").json()
