@@ -295,7 +295,8 @@ def _event_index(last_event_id: str | None, stream: RetainedStream) -> int:
     if last_event_id is None or not last_event_id.strip():
         return -1
     text = last_event_id.strip()
-    if not text.isdigit() or int(text) >= len(stream.events):
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) >= len(stream.events):
         raise APIError(
             400,
             f"Last-Event-ID {text!r} is not an event of this stream",

@@ -223,8 +223,10 @@ def test_unknown_stream_and_bad_last_event_id(serve_engine: Serve) -> None:
             name = response.headers["x-hearth-stream-id"]
             _events(response)
         assert httpx.get(f"{server.base_url}/api/extra/stream/{name}").status_code == 401
-        for bad in ("abc", "-1", "99999"):
-            refused = client.get(f"/api/extra/stream/{name}", headers={"Last-Event-ID": bad})
+        for bad in ("abc", "-1", "99999", "²", "9" * 5000):
+            refused = client.get(
+                f"/api/extra/stream/{name}", headers={"Last-Event-ID": bad.encode("latin-1")}
+            )
             assert refused.status_code == 400, bad
             assert "Last-Event-ID" in refused.json()["error"]["message"]  # the stream's dialect
 
