@@ -515,15 +515,21 @@ function chatBody(stream, genkey, continuing) {
   return body;
 }
 
-async function streamReply(onText, meter, genkey, controller, continuing, turn) {
+// Asks for a resumable stream; its name goes on `holder` (data-stream), and how long its
+// headers took comes back for the buffering check.
+async function openStream(path, body, controller, holder) {
   const sent = performance.now();
-  const response = await fetch("/v1/chat/completions", {method: "POST", headers: headers(),
-    body: JSON.stringify({...chatBody(true, genkey, continuing),
-      stream_options: {include_usage: true, resumable: true}}),
-    signal: controller.signal});
+  const response = await fetch(path, {method: "POST", headers: headers(),
+    body: JSON.stringify(body), signal: controller.signal});
   if (!response.ok) throw new Error(await explain(response));
-  const headersAfter = performance.now() - sent;
-  turn.dataset.stream = response.headers.get("X-Hearth-Stream-Id") || "";
+  holder.dataset.stream = response.headers.get("X-Hearth-Stream-Id") || "";
+  return {response, headersAfter: performance.now() - sent};
+}
+
+async function streamReply(onText, meter, genkey, controller, continuing, turn) {
+  const {response, headersAfter} = await openStream("/v1/chat/completions",
+    {...chatBody(true, genkey, continuing),
+      stream_options: {include_usage: true, resumable: true}}, controller, turn);
   let text = "", usage = null, timings = null;
   const events = [];
   const isEnd = (event) => event.data === "[DONE]";
@@ -654,13 +660,8 @@ function saveStory() { localStorage.setItem(STORY_STORE, JSON.stringify(story));
 
 // KoboldAI's stream, asked for as resumable; the number of tokens it wrote.
 async function storyStream(request, onText, meter, controller) {
-  const sent = performance.now();
-  const response = await fetch("/api/extra/generate/stream", {method: "POST",
-    headers: headers(), signal: controller.signal,
-    body: JSON.stringify({...request, resumable: true})});
-  if (!response.ok) throw new Error(await explain(response));
-  const headersAfter = performance.now() - sent;
-  $("story").dataset.stream = response.headers.get("X-Hearth-Stream-Id") || "";
+  const {response, headersAfter} = await openStream("/api/extra/generate/stream",
+    {...request, resumable: true}, controller, $("story"));
   const isEnd = (event) => {
     try { return event.event === "message" && Boolean(JSON.parse(event.data).finish_reason); }
     catch (_) { return false; }

@@ -245,9 +245,7 @@ async def serve(
     resumable: bool = False,
 ) -> Response:
     """Queue the plan's generation and answer it in `wire`'s dialect, streamed or whole."""
-    names = _stream_names(plan, wire) if resumable and isinstance(wire, SSEFormat) else None
-    if names is not None:
-        request.app.state.resumable_streams.check_names(names, wire.dialect)
+    names = _resumable_names(request, plan, wire) if resumable else None
     job = submit(scheduler, model, _on_model(request, model, plan.generation), wire.dialect)
     if stream:
         keepalive: float = request.app.state.keepalive_seconds
@@ -296,9 +294,7 @@ async def serve_choices(
 ) -> Response:
     """Several choices of one request (OpenAI's `n`), each its own job, so they batch with
     parallel slots; answered whole or streamed, their chunks interleaved as they come."""
-    names = _stream_names(plans[0], wire) if resumable and isinstance(wire, SSEFormat) else None
-    if names is not None:
-        request.app.state.resumable_streams.check_names(names, wire.dialect)
+    names = _resumable_names(request, plans[0], wire) if resumable else None
     if not stream:
         answers = await whole_answers(request, scheduler, model, plans, wire.dialect)
         if answers is None:
@@ -328,6 +324,16 @@ async def serve_choices(
 
         return _retained(request, names, wire.dialect, bursts, stop_every_choice)
     return wire.response(bursts, dropped)
+
+
+def _resumable_names(request: Request, plan: ChatPlan, wire: WireFormat[Any]) -> list[str] | None:
+    """What a resumable stream will be fetched by (None: this wire cannot be resumed, as only
+    SSE streams are), refused with a 400 before any work if a running stream has a name."""
+    if not isinstance(wire, SSEFormat):
+        return None
+    names = _stream_names(plan, wire)
+    request.app.state.resumable_streams.check_names(names, wire.dialect)
+    return names
 
 
 def _stream_names(plan: ChatPlan, wire: WireFormat[Any]) -> list[str]:

@@ -21,7 +21,6 @@ unfollowed streams are forgotten first, oldest first; then the growing one is ab
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -64,6 +63,7 @@ class RetainedStream:
     size: int = 0
     finished: bool = False
     aborted: bool = False  # its retention filled: the generation was stopped
+    forgotten: bool = False  # no longer kept: nobody can fetch it again
     followers: int = 0
     stop_generation: Callable[[], None] = lambda: None
     producer: asyncio.Task[None] | None = None
@@ -168,7 +168,7 @@ class ResumableStreams:
     ) -> None:
         try:
             async for burst in bursts:
-                if stream not in self._streams:
+                if stream.forgotten:
                     break  # forgotten (its cancellation can be lost in a wait_for race)
                 if not burst:
                     continue  # a keep-alive: each follower sends its own while silent
@@ -194,7 +194,7 @@ class ResumableStreams:
                 await aclose()  # now, not at garbage collection: it ends the job's reading
             stream.finished = True
             stream.notify()
-            if stream.followers == 0 and stream in self._streams:
+            if stream.followers == 0 and not stream.forgotten:
                 self._arm_expiry(stream)
 
     def _room_for(self, stream: RetainedStream) -> bool:
@@ -215,7 +215,7 @@ class ResumableStreams:
 
     def _detach(self, stream: RetainedStream) -> None:
         stream.followers -= 1
-        if stream.followers == 0 and stream in self._streams:
+        if stream.followers == 0 and not stream.forgotten:
             self._arm_expiry(stream)
 
     def _arm_expiry(self, stream: RetainedStream) -> None:
@@ -243,7 +243,8 @@ class ResumableStreams:
         for name in stream.names:
             if self._by_name.get(name) is stream:
                 del self._by_name[name]
-        with contextlib.suppress(ValueError):
+        if not stream.forgotten:
+            stream.forgotten = True
             self._streams.remove(stream)
             self.retained_bytes -= stream.size
         stream.events = []
