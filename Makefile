@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml packaging/install_llama.py
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python packaging/install_llama.py --backend $(GPU)
 	$(BIN)/python -m pip install --progress-bar off -e '.[dev]'
-	$(BIN)/python -m server.model_file --assemble
+	$(BIN)/python -m server.models.files --assemble
 	touch $(STAMP)
 
 run: install

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 
 NO_DISPLAY_MESSAGE = (
     "hearth: no display found, so the launcher cannot open.\n"

@@ -12,7 +12,7 @@ import json
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from app.paths import hearth_command
-from server.device_list import ListedDevice
+from server.devices.listing import ListedDevice
 
 PROBE_TIMEOUT_MS = 60_000  # a hung driver must not keep the process forever
 

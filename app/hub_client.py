@@ -16,9 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from server.hub_search import ModelFile, repository_files, search_repositories
-from server.model_fetch import DownloadCancelled, fetch_hub_file
-from server.model_file import ModelFileError
+from server.models.fetch import DownloadCancelled, fetch_hub_file
+from server.models.files import ModelFileError
+from server.models.hub import ModelFile, repository_files, search_repositories
 
 _PROGRESS_EVERY_SECONDS = 0.1
 

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.hub_client import HubClient
-from server.hub_search import ModelFile, RepoHit
-from server.memory_fit import mib
+from server.models.hub import ModelFile, RepoHit
+from server.models.memory import mib
 
 ERROR_STYLE = "color: #b3261e;"
 

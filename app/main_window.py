@@ -33,9 +33,9 @@ from app.paths import config_dir, presets_dir, server_command
 from app.run_view import LivePoller, PerfPoller, RunView
 from app.server_process import ServerProcess
 from app.tabs.settings_tabs import AdminTab, ContextTab, NetworkTab, QuickLaunchTab
-from server.config import HearthSettings
-from server.kcpps import SettingsFileError
-from server.netcheck import port_in_use, url_host
+from server.base.netcheck import port_in_use, url_host
+from server.settings.config import HearthSettings
+from server.settings.kcpps import SettingsFileError
 
 NOTICE_STYLES = {
     "info": "background: #e8f0fe; color: #174ea6; padding: 6px;",

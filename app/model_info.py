@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.config import DEFAULT_BATCH
-from server.memory_fit import available_memory, estimate_memory, mib
+from server.base.defaults import DEFAULT_BATCH
+from server.models.memory import available_memory, estimate_memory, mib
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class ModelInfo:
 
 
 def describe_model(path: Path, context: int) -> ModelInfo:
-    from server.gguf_metadata import GGUFFormatError, gguf_summary
+    from server.models.gguf import GGUFFormatError, gguf_summary
 
     try:
         summary = gguf_summary(path)

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from server.bundle import root_dir
+from server.base.bundle import root_dir
 
 APP_NAME = "Hearth"
 

@@ -9,7 +9,7 @@ blocks, for closing the launcher.
 The server's stdin is a pipe that stays open for the launcher's whole life (the write channel
 is never closed), and `HEARTH_LAUNCHER_PIPE=1` tells the server to watch it: when the launcher
 dies in any way, the OS closes the pipe and the server shuts itself down
-(`server/parent_watch.py`), so no orphan keeps the port.
+(`server/process/parent_watch.py`), so no orphan keeps the port.
 
 Each start also hands the server a fresh random admin token in `HEARTH_ADMIN_TOKEN` (in the
 environment, which other users cannot read, never on the command line, which they can see in
@@ -27,7 +27,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 
 from app.log_buffer import LineAssembler
 
-# The variable server/api/admin_live.py reads (the launcher does not import the server's API).
+# The variable server/dialects/admin_live.py reads (the launcher does not import the server's API).
 ADMIN_TOKEN_ENV = "HEARTH_ADMIN_TOKEN"
 STOP_GRACE_MS = 5000
 KILL_WAIT_MS = 5000  # after SIGKILL; only an unkillable process takes longer

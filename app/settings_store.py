@@ -15,10 +15,10 @@ import tomli_w
 from pydantic import ValidationError
 
 from app.paths import config_dir
-from server.atomic_file import write_text_atomically
-from server.config import HearthSettings
-from server.core.types import DEFAULT_MULTIUSER
-from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
+from server.base.atomic_file import write_text_atomically
+from server.base.defaults import DEFAULT_MULTIUSER
+from server.settings.config import HearthSettings
+from server.settings.kcpps import SettingsFileError, load_kcpps, save_kcpps
 
 PREFERENCES_FILE = "launcher.toml"
 MAX_RECENT = 8
@@ -45,7 +45,7 @@ def validate_form(
         problems["model_param"] = "No such file."
     elif model:
         # Imported here: it brings numpy along, which the launcher's start does not need.
-        from server.model_file import ModelFileError, check_gguf_file
+        from server.models.files import ModelFileError, check_gguf_file
 
         try:
             check_gguf_file(Path(model))

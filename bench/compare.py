@@ -31,7 +31,7 @@ from bench.servers import CONTEXT, THREADS, hearth_command, start_server, stop_s
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from server.model_file import bundled_model_path  # noqa: E402
+from server.models.files import bundled_model_path  # noqa: E402
 
 PORT = 5097
 BASE = f"http://127.0.0.1:{PORT}"

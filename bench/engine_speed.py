@@ -29,10 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 import llama_cpp as llama  # noqa: E402
 
-from server.config import HearthSettings  # noqa: E402
 from server.core.llama import LlamaCppEngine  # noqa: E402
 from server.core.types import GenerationRequest, SamplingParams  # noqa: E402
-from server.model_file import bundled_model_path  # noqa: E402
+from server.models.files import bundled_model_path  # noqa: E402
+from server.process.load_settings import load_settings  # noqa: E402
+from server.settings.config import HearthSettings  # noqa: E402
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 THREADS = 2
@@ -139,7 +140,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     model_path = bundled_model_path()
     settings = HearthSettings(threads=THREADS, contextsize=CONTEXT)
-    engine = LlamaCppEngine.load(model_path, settings)
+    engine = LlamaCppEngine.load(model_path, load_settings(settings))
     results: dict[str, list[float]] = {}
     try:
         bench_hearth(engine, 16, 999)  # warm-up

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from bench.servers import hearth_command, start_server, stop_server
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
 
 ROUNDS = 8
 NAMES = ("first", "second")

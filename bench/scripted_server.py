@@ -9,8 +9,8 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from server.app import create_app
-from server.config import HearthSettings
+from server.process.app import create_app
+from server.settings.config import HearthSettings
 from tests.scripted_engine import ScriptedEngine
 
 if __name__ == "__main__":

@@ -166,7 +166,7 @@ def hearth_command(python: str, port: int) -> list[str]:
 
 def bundled_model(python: str, cwd: Path) -> str:
     """The bundled Gemma 3 270M GGUF, as the checkout at `cwd` finds (or assembles) it."""
-    code = "from server.model_file import bundled_model_path; print(bundled_model_path())"
+    code = "from server.models.files import bundled_model_path; print(bundled_model_path())"
     found = subprocess.run(
         [python, "-c", code], cwd=cwd, check=True, text=True, capture_output=True
     )

@@ -2,7 +2,7 @@
 
 import sys
 
-from server.__main__ import main
+from server.process.serve import main
 
 if __name__ == "__main__":
     sys.exit(main())

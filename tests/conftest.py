@@ -22,11 +22,11 @@ import httpx
 import pytest
 import uvicorn
 
-from server.app import create_app
-from server.config import HearthSettings
 from server.core.engine import Engine
-from server.http_server import http_server
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.process.app import create_app
+from server.process.http_server import http_server
+from server.settings.config import HearthSettings
 from tests.hub_server import STORY_FILE, LocalHub, renamed_copy, serve_hub
 
 ROOT = Path(__file__).resolve().parent.parent

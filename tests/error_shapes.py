@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.api.errors import LLAMA_SERVER_PATHS
+from server.dialects.errors import LLAMA_SERVER_PATHS
 
-# Which dialect a path belongs to, as the server decides it (server/api/errors.py).
+# Which dialect a path belongs to, as the server decides it (server/dialects/errors.py).
 TEXT_ENDPOINTS = {
     "/api/v1/generate": "kobold",
     "/api/extra/generate/stream": "kobold",

@@ -16,7 +16,6 @@ from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
-from server.core.placement import CPU_ONLY, Placement
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EmbeddingsEvent,
@@ -29,6 +28,7 @@ from server.core.types import (
     Progress,
     TokenEvent,
 )
+from server.devices.placement import CPU_ONLY, Placement
 
 # The scripted model's vectors: a digest of the input's bytes, so the same input always gives
 # the same vector and different inputs differ.

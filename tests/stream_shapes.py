@@ -1,6 +1,6 @@
 """Does each event of a stream have its dialect's typed shape? (for the fuzzer and tests)
 
-The shapes are the formatters' own TypedDicts (server/api/*/schemas.py), read strictly: a
+The shapes are the formatters' own TypedDicts (server/dialects/*/schemas.py), read strictly: a
 missing field, a wrong type or an unexpected field are all problems.
 """
 
@@ -12,12 +12,12 @@ from typing import Any, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from server.api import errors
-from server.api.anthropic import schemas as anthropic
-from server.api.kobold import schemas as kobold
-from server.api.llama import schemas as llama
-from server.api.ollama import schemas as ollama
-from server.api.openai import schemas as openai
+from server.dialects import errors
+from server.dialects.anthropic import schemas as anthropic
+from server.dialects.kobold import schemas as kobold
+from server.dialects.llama import schemas as llama
+from server.dialects.ollama import schemas as ollama
+from server.dialects.openai import schemas as openai
 
 # path → {SSE event name (or "" for unnamed data, "*" for any) → the shape of its data}
 _SSE_SHAPES: dict[str, dict[str, Any]] = {

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 
 ERROR_STYLE = "color: #b3261e;"
 

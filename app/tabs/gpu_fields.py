@@ -17,10 +17,11 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.tabs.fields import spin_box
-from server.config import DEFAULT_BATCH, HearthSettings
-from server.device_list import ListedDevice
-from server.gpu_backends import GPU_BUILD_HINT
-from server.memory_fit import auto_gpu_layers, estimate_memory, mib
+from server.base.defaults import DEFAULT_BATCH
+from server.devices.backends import GPU_BUILD_HINT
+from server.devices.listing import ListedDevice
+from server.models.memory import auto_gpu_layers, estimate_memory, mib
+from server.settings.config import HearthSettings
 
 AUTO_BACKEND = "auto"  # no flag: llama.cpp uses every GPU it finds
 CPU_BACKEND = "cpu"
@@ -213,7 +214,7 @@ class GpuFields(QObject):
         if self._model is None:
             return ""
         try:
-            from server.gguf_metadata import gguf_summary
+            from server.models.gguf import gguf_summary
 
             estimate = estimate_memory(gguf_summary(self._model), self._context, DEFAULT_BATCH)
         except (OSError, ValueError):

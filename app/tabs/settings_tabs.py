@@ -25,9 +25,9 @@ from app.tabs.fields import (
     spin_box,
 )
 from app.tabs.gpu_fields import GpuFields
-from server.config import HearthSettings
-from server.gpu_backends import gpu_backends as find_gpu_backends
-from server.model_file import bundled_model_file
+from server.devices.backends import gpu_backends as find_gpu_backends
+from server.models.files import bundled_model_file
+from server.settings.config import HearthSettings
 
 INFO_STYLE = "color: #5f6368;"  # a grey note, not an error
 CONTEXT_TOOLTIP = "Tokens the model can see at once: prompt plus reply (256 to 262144)."

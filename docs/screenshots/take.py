@@ -22,7 +22,7 @@ from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QProgressBar  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from server.config import HearthSettings  # noqa: E402
+from server.settings.config import HearthSettings  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 
@@ -53,7 +53,7 @@ def hub_screenshots(window: MainWindow) -> None:
 
     from huggingface_hub import constants
 
-    from server.model_file import resolve_model_path
+    from server.models.files import resolve_model_path
     from tests.hub_server import HubRepo, LocalHub
 
     model = resolve_model_path(None)

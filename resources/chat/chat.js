@@ -1,7 +1,7 @@
 "use strict";
 // Hearth's chat page. Plain JS, no build step; marked, DOMPurify and highlight.js are vendored
 // under /chat-files/vendor/ (see resources/README.md). The page's Content-Security-Policy
-// (set by server/api/pages.py) allows scripts from Hearth only, so even markup that slipped
+// (set by server/dialects/pages.py) allows scripts from Hearth only, so even markup that slipped
 // through could not run script or load anything remote.
 
 const STORE = "hearth.chat.v2", OLD_STORE = "hearth.chat.v1", STORY_STORE = "hearth.story.v1";

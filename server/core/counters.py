@@ -1,6 +1,6 @@
 """Running totals for `/metrics`: plain numbers the scheduler keeps while it works.
 
-The core knows nothing of Prometheus: `server/api/metrics.py` reads a copy of these
+The core knows nothing of Prometheus: `server/dialects/metrics.py` reads a copy of these
 (`Scheduler.take_metrics`) and renders them with prometheus-client. The totals follow
 llama-server's own bookkeeping (tools/server/server-common.h `server_metrics`), so its metric
 names can mean the same thing here: prompt tokens count only those actually decoded (cached

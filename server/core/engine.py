@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
-from server.core.placement import Placement
 from server.core.types import EngineEvent, EngineReport, GenerationRequest
+from server.devices.placement import Placement
 
 
 class Tokenizer(Protocol):

@@ -5,7 +5,7 @@ methods, so a model is loaded, used and closed on one thread. Up to `max_loaded`
 loaded, least recently used evicted first. A model that fails to load fails only the job that
 asked for it: the models loaded before stay (with one slot, the evicted one is loaded again).
 A pool may hold no model at all (Ollama's keep_alive 0, KoboldCpp's unload_model); the API
-names the model of every job (server/api/model_choice.py), `use(None)` loads the last one.
+names the model of every job (server/dialects/model_choice.py), `use(None)` loads the last one.
 Other threads may read `loading`, `current_name` and `loaded_names` (plain attribute reads) for
 /api/extra/perf. With a separate embeddings model (--embeddingsmodel), embedding requests go to
 it and never load or switch a chat model (`embeds_apart`).
@@ -28,8 +28,8 @@ from typing import Any
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.engine import BatchEngine, CountsDecodes, Embedder, Engine, EngineError
-from server.core.placement import Placement
 from server.core.types import EngineReport, GenerationRequest
+from server.devices.placement import Placement
 
 logger = logging.getLogger(__name__)
 

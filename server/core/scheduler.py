@@ -33,12 +33,12 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
+from server.base.defaults import DEFAULT_MULTIUSER
 from server.core.counters import DecodeCounts, ServerCounters
 from server.core.engine import BatchEngine, CountsDecodes, Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.core.job import DEFAULT_MAX_PENDING_EVENTS, Job, JobState
 from server.core.types import (
-    DEFAULT_MULTIUSER,
     EmbeddingsEvent,
     EngineEvent,
     FinishReason,

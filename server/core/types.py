@@ -1,7 +1,7 @@
 """The one generation request every dialect is translated into, and the events it produces.
 
 Plain dataclasses on purpose: the core never sees pydantic or HTTP. Dialect adapters in
-`server.api` are the only code that knows both these types and a wire format.
+`server.dialects` are the only code that knows both these types and a wire format.
 """
 
 from __future__ import annotations
@@ -9,9 +9,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any
-
-# KoboldCpp's default `--multiuser` (requests in flight), also what the legacy value 1 means.
-DEFAULT_MULTIUSER = 10
 
 # One input of an embedding request: text, or token ids of the model that embeds it.
 EmbedInput = str | tuple[int, ...]
@@ -92,7 +89,7 @@ class GenerationRequest:
     # An embedding input longer than the model takes is cut to fit (Ollama's and KoboldCpp's
     # `truncate`) instead of refusing the request (OpenAI's and llama-server's rule).
     embed_truncate: bool = False
-    # Who asked, for the launcher's live view of requests (server/api/admin_live.py): the
+    # Who asked, for the launcher's live view of requests (server/dialects/admin_live.py): the
     # client's address and the API dialect it spoke; empty for internal requests and tests.
     client: str = ""
     dialect: str = ""

@@ -6,7 +6,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import free_port
 
 

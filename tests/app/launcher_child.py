@@ -33,8 +33,8 @@ def main(mode: str, port: int, folder: Path) -> int:
     from app.paths import server_command
     from app.server_process import ServerProcess
     from app.signals import close_on_signals
-    from server.config import HearthSettings
-    from server.kcpps import save_kcpps
+    from server.settings.config import HearthSettings
+    from server.settings.kcpps import save_kcpps
 
     application = QApplication(sys.argv[:1])
     settings = HearthSettings(port_param=port, contextsize=1024)

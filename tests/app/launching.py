@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.main_window import MainWindow
-from server.cli import parse_command_line
-from server.config import HearthSettings
+from server.settings.cli import parse_command_line
+from server.settings.config import HearthSettings
 
 
 def launched_settings(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> HearthSettings:

@@ -9,10 +9,10 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from app.tabs.settings_tabs import QuickLaunchTab
-from server.config import HearthSettings
-from server.device_list import ListedDevice
-from server.gpu_backends import gpu_backends
-from server.model_file import resolve_model_path
+from server.devices.backends import gpu_backends
+from server.devices.listing import ListedDevice
+from server.models.files import resolve_model_path
+from server.settings.config import HearthSettings
 
 GIB = 2**30
 

@@ -13,9 +13,9 @@ from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.main_window import MainWindow
 from app.tabs.settings_tabs import QuickLaunchTab
-from server.config import HearthSettings
-from server.hub_search import repository_files, search_repositories
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.models.hub import repository_files, search_repositories
+from server.settings.config import HearthSettings
 from tests.conftest import free_port
 from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, STORY_FILE, STORY_REPO, LocalHub
 

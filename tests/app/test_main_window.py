@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QCheckBox
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from server.__main__ import wants_launcher
-from server.cli import parse_command_line
-from server.config import HearthSettings
+from server.process.serve import wants_launcher
+from server.settings.cli import parse_command_line
+from server.settings.config import HearthSettings
 from tests.conftest import ROOT, free_port
 
 FIXTURES = ROOT / "tests" / "fixtures"

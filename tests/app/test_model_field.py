@@ -9,7 +9,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.server.test_model_files import copy_head, write_tiny_gguf
 
 

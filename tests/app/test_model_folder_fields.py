@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.run_view import RunView
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.app.launching import launched_settings
 
 

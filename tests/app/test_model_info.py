@@ -11,8 +11,8 @@ from pytestqt.qtbot import QtBot
 from app import model_info
 from app.model_info import describe_model
 from app.tabs.settings_tabs import QuickLaunchTab
-from server.config import HearthSettings
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.settings.config import HearthSettings
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.run_view import RequestTable, RunView
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import free_port
 
 

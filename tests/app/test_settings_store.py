@@ -9,7 +9,7 @@ from app.settings_store import (
     load_preferences,
     save_preferences,
 )
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 
 
 def test_launcher_rules_show_low_multiuser_as_10_and_parallel_as_1() -> None:

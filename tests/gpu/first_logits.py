@@ -12,9 +12,10 @@ import sys
 
 import llama_cpp as llama
 
-from server.cli import parse_command_line
 from server.core.llama.model import LoadedModel
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.process.load_settings import load_settings
+from server.settings.cli import parse_command_line
 
 PROMPT = "1, 2, 3, 4, 5, 6, 7,"  # the next number: a clear first choice (margin ~5.8 on the CPU)
 TOP = 10
@@ -22,7 +23,7 @@ TOP = 10
 
 def main() -> None:
     settings = parse_command_line(["--skiplauncher", "--contextsize", "512", *sys.argv[1:]])
-    loaded = LoadedModel.load(resolve_model_path(None), settings.settings)
+    loaded = LoadedModel.load(resolve_model_path(None), load_settings(settings.settings))
     try:
         tokens = loaded.tokenize(PROMPT, add_bos=loaded.add_bos, parse_special=True)
         token_array = (llama.llama_token * len(tokens))(*tokens)  # kept alive for the decode

@@ -20,9 +20,9 @@ import openai
 import pytest
 from pytestqt.qtbot import QtBot
 
-from server.device_list import ListedDevice
-from server.gpu_backends import gpu_backends
-from server.vulkan_devices import vulkan_devices
+from server.devices.backends import gpu_backends
+from server.devices.listing import ListedDevice
+from server.devices.vulkan import vulkan_devices
 from tests.conftest import ROOT, RunningServer
 from tests.sse import iter_sse
 
@@ -126,8 +126,8 @@ def test_first_decode_logits_agree_with_the_cpu() -> None:
 def test_the_launcher_lists_the_device_and_auto_fits_its_memory(qtbot: QtBot) -> None:
     from app.device_probe import DeviceProbe
     from app.tabs.settings_tabs import QuickLaunchTab
-    from server.config import HearthSettings
-    from server.model_file import resolve_model_path
+    from server.models.files import resolve_model_path
+    from server.settings.config import HearthSettings
 
     probe = DeviceProbe()
     with qtbot.waitSignal(probe.found, timeout=120_000) as found:

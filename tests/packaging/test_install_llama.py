@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from server.gpu_backends import gpu_backends
+from server.devices.backends import gpu_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 

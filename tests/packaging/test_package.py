@@ -16,9 +16,9 @@ import httpx
 import openai
 import pytest
 
-from server.gpu_backends import gpu_backends
-from server.model_file import resolve_model_path
-from server.vulkan_devices import vulkan_devices
+from server.devices.backends import gpu_backends
+from server.devices.vulkan import vulkan_devices
+from server.models.files import resolve_model_path
 from tests.conftest import free_port, wait_until_ready
 from tests.hub_server import MODEL_FILE, REPO, HubRepo, LocalHub
 

@@ -17,10 +17,10 @@ import ollama
 import openai
 import pytest
 
-from server.cli import parse_command_line
-from server.config import HearthSettings
-from server.gguf_metadata import gguf_summary
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.models.gguf import gguf_summary
+from server.settings.cli import parse_command_line
+from server.settings.config import HearthSettings
 from tests.conftest import ROOT, RunningServer, free_port
 from tests.error_shapes import assert_error_shape
 

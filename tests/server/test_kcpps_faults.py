@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from server import atomic_file
-from server.config import HearthSettings
-from server.kcpps import load_kcpps, save_kcpps
+from server.settings.config import HearthSettings
+from server.settings.kcpps import load_kcpps, save_kcpps
 
 FILE_NAME = "mine.kcpps"
 

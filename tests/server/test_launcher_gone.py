@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from server.netcheck import port_in_use
-from server.parent_watch import EXIT_FORCED, stop_when_launcher_leaves
+from server.base.netcheck import port_in_use
+from server.process.parent_watch import EXIT_FORCED, stop_when_launcher_leaves
 from tests.conftest import ROOT, RunningServer
 
 WATCH_THREAD = "hearth-launcher-watch"
@@ -94,7 +94,7 @@ def test_a_shutdown_that_does_not_happen_is_forced() -> None:
     """If the graceful stop is lost, the orphan still goes (after `force_exit_after`)."""
     script = (
         "import threading\n"
-        "from server.parent_watch import stop_when_launcher_leaves\n"
+        "from server.process.parent_watch import stop_when_launcher_leaves\n"
         "stop_when_launcher_leaves(lambda: print('asked', flush=True), force_exit_after=0.5)\n"
         "print('watching', flush=True)\n"
         "threading.Event().wait(60)\n"

@@ -17,8 +17,8 @@ import httpx
 import ollama
 import pytest
 
-from server.config import HearthSettings
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.scripted_engine import ScriptedEngine
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.model_catalog import ModelCatalog
-from server.model_file import resolve_model_path
+from server.models.catalog import ModelCatalog
+from server.models.files import resolve_model_path
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,14 @@ import httpx
 import pytest
 from huggingface_hub import constants
 
-from server.config import HearthSettings
-from server.model_fetch import (
+from server.models.fetch import (
     model_for,
     parse_hf_spec,
     parse_hub_url,
     pick_quant_file,
 )
-from server.model_file import ModelFileError, resolve_model_path
+from server.models.files import ModelFileError, resolve_model_path
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer, free_port
 from tests.hub_server import MODEL_FILE, REPO, LocalHub
 

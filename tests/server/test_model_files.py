@@ -20,8 +20,8 @@ import ollama
 import pytest
 
 from server import gguf_metadata
-from server.gguf_metadata import GGUFFormatError, file_sha256, gguf_summary
-from server.model_file import ModelFileError, bundled_model_path, check_gguf_file
+from server.models.files import ModelFileError, bundled_model_path, check_gguf_file
+from server.models.gguf import GGUFFormatError, file_sha256, gguf_summary
 from tests.conftest import ROOT, RunningServer, free_port
 from tests.scripted_engine import ScriptedEngine
 

@@ -14,7 +14,7 @@ import ollama
 import openai
 import pytest
 
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
 from tests.conftest import RunningServer
 
 SERVED = "gemma-3-270m-q4_k_m"

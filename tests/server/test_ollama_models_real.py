@@ -11,8 +11,8 @@ import ollama
 import pytest
 from ollama._types import ModelDetails
 
-from server.gguf_metadata import mtime_datetime
-from server.model_file import bundled_model_path
+from server.models.files import bundled_model_path
+from server.models.gguf import mtime_datetime
 from tests.conftest import RunningServer
 
 pytestmark = pytest.mark.model

@@ -11,7 +11,7 @@ import httpx
 import ollama
 import pytest
 
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
 from tests.conftest import RunningServer
 from tests.hub_server import (
     GATED_REPO,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import openai
 
-from server.gguf_metadata import gguf_summary
-from server.model_file import resolve_model_path
+from server.models.files import resolve_model_path
+from server.models.gguf import gguf_summary
 from tests.conftest import RunningServer
 
 

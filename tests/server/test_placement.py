@@ -9,18 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from server.config import HearthSettings
 from server.core.engine import EngineError
-from server.core.llama.devices import (
-    choose_devices,
-    ggml_devices,
-    layers_per_device,
-    plan_placement,
-)
-from server.gguf_metadata import gguf_summary
-from server.memory_fit import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
-from server.model_file import resolve_model_path
-from server.vulkan_devices import vulkan_devices
+from server.core.llama.devices import choose_devices, layers_per_device, plan_placement
+from server.core.llama.ggml_devices import ggml_devices
+from server.devices.vulkan import vulkan_devices
+from server.models.files import resolve_model_path
+from server.models.gguf import gguf_summary
+from server.models.memory import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
+from server.process.load_settings import load_settings
+from server.settings.config import HearthSettings
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +60,21 @@ def test_usecpu_hides_every_gpu_and_usevulkan_picks_devices(
 ) -> None:
     monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    choose_devices(HearthSettings())
+    choose_devices(load_settings(HearthSettings()))
     assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # ggml's default: every GPU
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
-    choose_devices(HearthSettings(usevulkan=[]))
+    choose_devices(load_settings(HearthSettings(usevulkan=[])))
     assert "GGML_VK_VISIBLE_DEVICES" not in os.environ  # --usevulkan alone: every Vulkan GPU
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # and no CUDA one
-    choose_devices(HearthSettings(usevulkan=[1, 0]))
+    choose_devices(load_settings(HearthSettings(usevulkan=[1, 0])))
     assert os.environ["GGML_VK_VISIBLE_DEVICES"] == "1,0"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    choose_devices(HearthSettings(usecuda=["normal", "1", "mmq"]))  # KoboldCpp's words
+    choose_devices(
+        load_settings(HearthSettings(usecuda=["normal", "1", "mmq"]))
+    )  # KoboldCpp's words
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     assert os.environ["GGML_VK_VISIBLE_DEVICES"] == ""
-    choose_devices(HearthSettings(usecpu=True))
+    choose_devices(load_settings(HearthSettings(usecpu=True)))
     assert os.environ["GGML_VK_VISIBLE_DEVICES"] == ""
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
@@ -86,11 +85,11 @@ def test_placement_on_the_cpu_says_why(
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")  # restored after the test
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     placement = plan_placement(
-        HearthSettings(usecpu=True, gpulayers=30), bundled_model, ("Vulkan",)
+        load_settings(HearthSettings(usecpu=True, gpulayers=30)), bundled_model, ("Vulkan",)
     )
     assert (placement.backend, placement.gpu_layers, placement.reason) == ("CPU", 0, "--usecpu")
     assert placement.total_layers == 19
-    placement = plan_placement(HearthSettings(), bundled_model, ())
+    placement = plan_placement(load_settings(HearthSettings()), bundled_model, ())
     assert placement.gpu_layers == 0
     assert placement.reason == "this build of llama.cpp has no GPU backend"
     assert placement.describe() == "CPU (this build of llama.cpp has no GPU backend)"
@@ -102,7 +101,9 @@ def test_a_vulkan_id_the_machine_lacks_is_refused_by_name(
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")
     missing = len(vulkan_devices()) + 3
     with pytest.raises(EngineError, match=rf"--usevulkan {missing}: no such Vulkan device"):
-        plan_placement(HearthSettings(usevulkan=[missing]), bundled_model, ("Vulkan",))
+        plan_placement(
+            load_settings(HearthSettings(usevulkan=[missing])), bundled_model, ("Vulkan",)
+        )
 
 
 def test_ggml_lists_the_cpu_with_its_memory() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from server.cli import build_parser, parse_command_line
-from server.config import HearthSettings
-from server.console import announce_start
-from server.core.placement import Placement
-from server.kcpps import SettingsFileError, load_kcpps, save_kcpps
+from server.devices.placement import Placement
+from server.process.console import announce_start
+from server.settings.cli import build_parser, parse_command_line
+from server.settings.config import HearthSettings
+from server.settings.kcpps import SettingsFileError, load_kcpps, save_kcpps
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 KOBOLDCPP_FILE = FIXTURES / "koboldcpp-saved.kcpps"

@@ -10,6 +10,6 @@
 """
 
 from server.core.llama.engine import LlamaCppEngine
-from server.model_file import model_display_name
+from server.models.files import model_display_name
 
 __all__ = ["LlamaCppEngine", "model_display_name"]

@@ -1,110 +1,28 @@
-"""The compute devices llama.cpp will use, from ggml's device registry, and choosing them.
+"""Choosing the devices llama.cpp will use and planning where a model's layers go.
 
-llama-cpp-python does not bind ggml's device API (`ggml_backend_dev_*`), so it is bound here
-with ctypes on the copies of libggml / libggml-base that libllama already mapped (see
-`native.shared_library`). The registry is built on first use and reads the device-selection
+ggml's registry (`ggml_devices.py`) is built on first use and reads the device-selection
 environment then, so `choose_devices` must run before the model loads.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from server.config import HearthSettings
 from server.core.engine import EngineError
-from server.core.llama.native import shared_library
-from server.core.placement import Placement
-from server.gguf_metadata import gguf_summary
-from server.memory_fit import auto_gpu_layers, estimate_memory, mib
-from server.vulkan_devices import vulkan_devices
-
-# enum ggml_backend_dev_type (ggml-backend.h)
-_DEVICE_KINDS = {0: "CPU", 1: "GPU", 2: "integrated GPU", 3: "accelerator", 4: "meta"}
-
-
-@dataclass(frozen=True)
-class Device:
-    """One ggml device: `Vulkan0`, `CUDA0`, `CPU`, an RPC worker…"""
-
-    backend: str  # the registry's name: "Vulkan", "CUDA", "CPU", "RPC", …
-    name: str  # ggml's device name: "Vulkan0"
-    description: str  # "NVIDIA GeForce RTX 4070", "llvmpipe (LLVM 15.0.6, 256 bits)"
-    kind: str  # one of _DEVICE_KINDS' values
-    free_bytes: int
-    total_bytes: int
-
-    @property
-    def takes_layers(self) -> bool:
-        """Whether llama.cpp offloads layers to it (GPUs; not the CPU or its accelerators)."""
-        return self.kind in ("GPU", "integrated GPU")
-
-    def summary(self) -> str:
-        return f"{self.name} ({self.description}, {self.free_bytes / 2**30:.1f} GiB free)"
+from server.core.llama.ggml_devices import ggml_devices
+from server.core.llama.rpc import register_workers
+from server.core.load_settings import LoadSettings
+from server.devices.placement import Placement
+from server.devices.rpc_endpoints import RpcAddressError, worker_endpoints
+from server.devices.vulkan import vulkan_devices
+from server.models.gguf import gguf_summary
+from server.models.memory import auto_gpu_layers, estimate_memory, mib
 
 
-def device_api() -> tuple[Any, Any]:
-    """libggml and libggml-base with ggml's device functions declared."""
-    ggml = ctypes.CDLL(str(shared_library("ggml")))
-    base = ctypes.CDLL(str(shared_library("ggml-base")))
-    ggml.ggml_backend_dev_count.argtypes, ggml.ggml_backend_dev_count.restype = [], ctypes.c_size_t
-    ggml.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
-    for name in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-        getattr(base, name).argtypes = [ctypes.c_void_p]
-        getattr(base, name).restype = ctypes.c_char_p
-    base.ggml_backend_dev_type.argtypes, base.ggml_backend_dev_type.restype = (
-        [ctypes.c_void_p],
-        ctypes.c_int,
-    )
-    base.ggml_backend_dev_memory.argtypes = [
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.POINTER(ctypes.c_size_t),
-    ]
-    base.ggml_backend_dev_memory.restype = None
-    base.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-    base.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-    base.ggml_backend_reg_name.argtypes, base.ggml_backend_reg_name.restype = (
-        [ctypes.c_void_p],
-        ctypes.c_char_p,
-    )
-    return ggml, base
-
-
-def ggml_devices() -> list[Device]:
-    """Every device in ggml's registry, in its order (GPUs first, the CPU last)."""
-    ggml, base = device_api()
-    devices = []
-    for index in range(ggml.ggml_backend_dev_count()):
-        handle = ggml.ggml_backend_dev_get(index)
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        base.ggml_backend_dev_memory(handle, ctypes.byref(free), ctypes.byref(total))
-        devices.append(
-            Device(
-                backend=_text(
-                    base.ggml_backend_reg_name(base.ggml_backend_dev_backend_reg(handle))
-                ),
-                name=_text(base.ggml_backend_dev_name(handle)),
-                description=_text(base.ggml_backend_dev_description(handle)),
-                kind=_DEVICE_KINDS.get(base.ggml_backend_dev_type(handle), "other"),
-                free_bytes=free.value,
-                total_bytes=total.value,
-            )
-        )
-    return devices
-
-
-def _text(value: bytes | None) -> str:
-    return (value or b"").decode("utf-8", errors="replace")
-
-
-def choose_devices(settings: HearthSettings) -> None:
+def choose_devices(settings: LoadSettings) -> None:
     """Make ggml see only the devices the user chose; before anything touches the registry.
 
     `--usevulkan 1 2` → GGML_VK_VISIBLE_DEVICES=1,2 (the Vulkan loader's indices, which
@@ -129,7 +47,7 @@ def choose_devices(settings: HearthSettings) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(settings.cuda_device)
 
 
-def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[str]) -> Placement:
+def plan_placement(settings: LoadSettings, path: Path, gpu_backends: Sequence[str]) -> Placement:
     """Choose the devices and the number of offloaded layers; before the model loads.
 
     `--gpulayers -1` (the default, KoboldCpp's autofit) offloads as many layers as the GGUF
@@ -144,9 +62,11 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
         return Placement("CPU", (), 0, total, "--usecpu")
     if settings.rpc:
         # Imported here: rpc.py builds on this module's device functions.
-        from server.core.llama.rpc import register_workers, worker_endpoints
-
-        register_workers(worker_endpoints(settings.rpc))
+        try:
+            endpoints = worker_endpoints(settings.rpc)
+        except RpcAddressError as exc:
+            raise EngineError(str(exc)) from exc
+        register_workers(endpoints)
     elif not gpu_backends:
         return Placement("CPU", (), 0, total, "this build of llama.cpp has no GPU backend")
     # llama.cpp's order: RPC workers' devices first, then this machine's GPUs.
@@ -168,7 +88,7 @@ def plan_placement(settings: HearthSettings, path: Path, gpu_backends: Sequence[
     backend = "+".join(dict.fromkeys(device.backend for device in gpus))
     summaries = [device.summary() for device in gpus]
     if len(gpus) > 1:  # say which device holds what
-        shares = settings.tensor_split or [float(device.free_bytes) for device in gpus]
+        shares = list(settings.tensor_split or []) or [float(device.free_bytes) for device in gpus]
         held = layers_per_device(shares, len(gpus), layers, total - 1)
         summaries = [f"{summary}: {what}" for summary, what in zip(summaries, held, strict=True)]
     return Placement(backend, tuple(summaries), layers, total, reason)

@@ -30,10 +30,10 @@ from typing import Any
 
 import llama_cpp as llama
 
-from server.config import HearthSettings
 from server.core.engine import EngineError
 from server.core.llama.model import Vocabulary
 from server.core.llama.native import quiet_llama_logs
+from server.core.load_settings import LoadSettings
 from server.core.types import (
     EmbeddingsEvent,
     EmbedInput,
@@ -72,7 +72,7 @@ class _Tokens:
 class Embedder:
     """Turns embedding requests into vectors; runs on the scheduler's worker thread."""
 
-    def __init__(self, vocabulary: Vocabulary, settings: HearthSettings, *, owns_model: bool):
+    def __init__(self, vocabulary: Vocabulary, settings: LoadSettings, *, owns_model: bool):
         self._vocabulary = vocabulary
         self._owns_model = owns_model  # a separate --embeddingsmodel: freed with the context
         model = vocabulary.model
@@ -94,12 +94,12 @@ class Embedder:
         self._closed = False
 
     @classmethod
-    def on_model(cls, vocabulary: Vocabulary, settings: HearthSettings) -> Embedder:
+    def on_model(cls, vocabulary: Vocabulary, settings: LoadSettings) -> Embedder:
         """An embedder sharing a loaded chat model's weights (its own context)."""
         return cls(vocabulary, settings, owns_model=False)
 
     @classmethod
-    def load(cls, path: Path, settings: HearthSettings) -> Embedder:
+    def load(cls, path: Path, settings: LoadSettings) -> Embedder:
         """--embeddingsmodel: load the file (on the CPU, as KoboldCpp does by default: an
         embedding model is small and its decodes short) and create its context."""
         quiet_llama_logs()
@@ -122,7 +122,7 @@ class Embedder:
         )
         return embedder
 
-    def _context_params(self, settings: HearthSettings) -> Any:
+    def _context_params(self, settings: LoadSettings) -> Any:
         params = llama.llama_context_default_params()
         params.n_ctx = self.capacity
         params.n_batch = self.capacity

@@ -19,7 +19,6 @@ from typing import Any
 
 import llama_cpp as llama
 
-from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
@@ -36,7 +35,7 @@ from server.core.llama.sampler import (
 )
 from server.core.llama.sequence import Sequence
 from server.core.llama.slots import SlotCache
-from server.core.placement import Placement
+from server.core.load_settings import LoadSettings
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineReport,
@@ -47,7 +46,8 @@ from server.core.types import (
     SamplingParams,
     TokenEvent,
 )
-from server.model_file import model_display_name
+from server.devices.placement import Placement
+from server.models.files import model_display_name
 
 logger = logging.getLogger(__name__)
 Events = list[tuple[object, EngineReport]]
@@ -56,7 +56,7 @@ Events = list[tuple[object, EngineReport]]
 class LlamaCppEngine:
     """One loaded GGUF with one context; generation runs on the scheduler's worker thread."""
 
-    def __init__(self, loaded: LoadedModel, settings: HearthSettings) -> None:
+    def __init__(self, loaded: LoadedModel, settings: LoadSettings) -> None:
         self._loaded = loaded
         self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
         self._name = model_display_name(loaded.path)
@@ -81,7 +81,7 @@ class LlamaCppEngine:
         self._closed = False
 
     @classmethod
-    def load(cls, path: Path, settings: HearthSettings) -> LlamaCppEngine:
+    def load(cls, path: Path, settings: LoadSettings) -> LlamaCppEngine:
         loaded = LoadedModel.load(path, settings)
         slots = max(1, settings.parallelrequests)
         logger.info(

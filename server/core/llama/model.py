@@ -10,14 +10,14 @@ from typing import Any
 
 import llama_cpp as llama
 
-from server.config import HearthSettings
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.llama.devices import plan_placement
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
-from server.core.placement import Placement
+from server.core.load_settings import LoadSettings
 from server.core.types import GenerationRequest
-from server.gpu_backends import gpu_backends
+from server.devices.backends import gpu_backends
+from server.devices.placement import Placement
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _MIN_PROMPT_SHARE = 0.2
 _MAX_TOKEN_CHARS = 128
 
 
-def _model_params(settings: HearthSettings, gpu_layers: int, progress: Any) -> Any:
+def _model_params(settings: LoadSettings, gpu_layers: int, progress: Any) -> Any:
     params = llama.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
     # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
@@ -46,7 +46,7 @@ def _model_params(settings: HearthSettings, gpu_layers: int, progress: Any) -> A
     return params
 
 
-def _context_params(settings: HearthSettings) -> Any:
+def _context_params(settings: LoadSettings) -> Any:
     batch = settings.batch_size
     params = llama.llama_context_default_params()
     params.n_ctx = settings.contextsize
@@ -213,7 +213,7 @@ class LoadedModel(Vocabulary):
         self._close_lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: Path, settings: HearthSettings) -> LoadedModel:
+    def load(cls, path: Path, settings: LoadSettings) -> LoadedModel:
         """Load the model and create its context, logging progress in steps of 10%."""
         quiet_llama_logs()
         placement = plan_placement(settings, path, gpu_backends())

@@ -12,15 +12,14 @@ the model loads, as llama-server's `--rpc` does; llama.cpp then offloads layers 
 from __future__ import annotations
 
 import ctypes
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.core.engine import EngineError
-from server.core.llama.devices import Device, device_api, ggml_devices
+from server.core.llama.ggml_devices import Device, device_api, ggml_devices
 from server.core.llama.native import shared_library
+from server.devices.rpc_endpoints import reach_problem
 
-REACH_TIMEOUT_SECONDS = 5.0
 # ggml's registry is one per process and cannot forget a device: a worker registered twice
 # would be two devices. So this process remembers what it registered.
 _registered: set[str] = set()
@@ -72,37 +71,13 @@ def serve_devices(endpoint: str, threads: int, devices: Sequence[ServedDevice]) 
     start(endpoint.encode(), None, threads, len(devices), handles)
 
 
-def worker_endpoints(text: str) -> list[str]:
-    """`--rpc`'s comma-separated HOST:PORT list; EngineError for one that is not."""
-    endpoints = [part.strip() for part in text.split(",") if part.strip()]
-    for endpoint in endpoints:
-        host, _, port = endpoint.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise EngineError(f"--rpc {endpoint}: expected HOST:PORT (e.g. 10.0.0.5:50052)")
-    return endpoints
-
-
-def _reach_problem(endpoint: str) -> str | None:
-    """Why `endpoint` does not accept a connection, or None when it does."""
-    host, _, port = endpoint.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), REACH_TIMEOUT_SECONDS):
-            return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
-
-
-def unreachable_workers(endpoints: Sequence[str]) -> list[str]:
-    return [endpoint for endpoint in endpoints if _reach_problem(endpoint) is not None]
-
-
 def register_workers(endpoints: Sequence[str]) -> None:
     """Add each worker's devices to ggml's registry; before the model loads.
 
     Each worker is reached first: llama.cpp aborts the whole process when it cannot connect
     (`ggml_backend_rpc_add_server`), so an unreachable one is an EngineError naming it."""
     for endpoint in endpoints:
-        problem = _reach_problem(endpoint)
+        problem = reach_problem(endpoint)
         if problem is not None:
             port = endpoint.rpartition(":")[2]
             raise EngineError(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from server.api.anthropic.adapter import chat_messages as anthropic_turns
-from server.api.anthropic.schemas import AnthropicMessagesRequest
-from server.api.openai.adapter import responses_messages
-from server.api.openai.schemas import ResponsesRequest
 from server.core.chat import ChatMessage, ToolCall
+from server.dialects.anthropic.adapter import chat_messages as anthropic_turns
+from server.dialects.anthropic.schemas import AnthropicMessagesRequest
+from server.dialects.openai.adapter import responses_messages
+from server.dialects.openai.schemas import ResponsesRequest
 
 
 def test_anthropic_blocks_become_turns_with_calls_and_results() -> None:

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import HearthSettings
 from server.core.types import (
     EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
 )
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.scripted_engine import ScriptedEngine
 from tests.server.test_real_model import wait_for

@@ -14,7 +14,7 @@ import ollama
 import openai
 import pytest
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.metrics_reader import scrape_until
 from tests.scripted_engine import ScriptedEngine

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.error_shapes import assert_error_shape
 from tests.scripted_engine import SCRIPTED_EMBEDDING_SIZE, ScriptedEngine, scripted_embedding

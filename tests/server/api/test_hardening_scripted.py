@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import HearthSettings
-from server.console import RequestLog
 from server.core.chat import ChatTemplate
 from server.core.job import Job
+from server.process.console import RequestLog
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.error_shapes import TEXT_ENDPOINTS, assert_error_shape
 from tests.scripted_engine import ScriptedEngine

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.scripted_engine import ScriptedEngine
 from tests.sse import iter_sse

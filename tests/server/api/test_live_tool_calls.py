@@ -12,8 +12,8 @@ import httpx
 import ollama
 import openai
 
-from server.config import HearthSettings
 from server.core.chat import ChatTemplate
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.scripted_engine import ScriptedEngine
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.metrics_reader import (
     LLAMA_SERVER_COUNTERS,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import HearthSettings
+from server.settings.config import HearthSettings
 from tests.conftest import RunningServer
 from tests.error_shapes import assert_error_shape
 from tests.scripted_engine import ScriptedEngine

@@ -1,5 +1,5 @@
 """Every answer and every stream event has its dialect's typed shape (the TypedDicts in
-server/api/*/schemas.py, which mypy checks the formatters against): plain text, a failure
+server/dialects/*/schemas.py, which mypy checks the formatters against): plain text, a failure
 mid-stream and a tool call, over real HTTP with a scripted engine."""
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ pytestmark = [
 # ggml/llama files mapped into the process.
 _PROBE = """
 from pathlib import Path
-from server.config import HearthSettings
+from server.core.load_settings import LoadSettings
 from server.core.llama import LlamaCppEngine
-from server.model_file import bundled_model_path
+from server.models.files import bundled_model_path
 
-engine = LlamaCppEngine.load(bundled_model_path(), HearthSettings(contextsize=512))
+engine = LlamaCppEngine.load(bundled_model_path(), LoadSettings(contextsize=512))
 print("threadpool", engine._loaded.threadpool is not None)
 for line in Path("/proc/self/maps").read_text().splitlines():
     fields = line.split(maxsplit=5)

@@ -1,0 +1,173 @@
+"""Anthropic Messages wire shapes — https://docs.anthropic.com/en/api/messages.
+
+Unknown fields (metadata, thinking, service_tier, …) are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
+
+from server.dialects.limits import OptionalTopK, TokenCount
+from server.dialects.sampling import Samples
+
+
+class AnthropicBase(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class AnthropicBlock(AnthropicBase):
+    """A content block: text, tool_use, tool_result (others are ignored)."""
+
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+    tool_use_id: str | None = None
+    content: str | list[AnthropicBase] | None = None
+
+
+class AnthropicMessage(AnthropicBase):
+    role: Literal["user", "assistant"]
+    content: str | list[AnthropicBlock]
+
+
+class AnthropicTool(AnthropicBase):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class AnthropicToolChoice(AnthropicBase):
+    type: Literal["auto", "any", "tool", "none"] = "auto"
+    name: str | None = None
+
+
+class AnthropicMessagesRequest(AnthropicBase):
+    """POST /v1/messages."""
+
+    model: str | None = None
+    max_tokens: TokenCount
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[AnthropicBlock] | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    temperature: Annotated[float | None, Samples("temperature")] = Field(
+        default=None, ge=0.0, le=1.0
+    )
+    top_p: Annotated[float | None, Samples("top_p")] = Field(default=None, ge=0.0, le=1.0)
+    top_k: Annotated[OptionalTopK, Samples("top_k")] = None
+    tools: list[AnthropicTool] | None = None
+    tool_choice: AnthropicToolChoice | None = None
+
+
+class AnthropicCountTokensRequest(AnthropicBase):
+    """POST /v1/messages/count_tokens."""
+
+    model: str | None = None
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[AnthropicBlock] | None = None
+    tools: list[AnthropicTool] | None = None
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+ContentBlock = TextBlock | ToolUseBlock
+
+
+class AnthropicUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: NotRequired[int]
+
+
+class AnthropicMessageObject(TypedDict):
+    """/v1/messages' answer, and (empty) inside a stream's message_start."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[ContentBlock]
+    stop_reason: str | None
+    stop_sequence: str | None
+    usage: AnthropicUsage
+
+
+class InputTokenCount(TypedDict):
+    """/v1/messages/count_tokens."""
+
+    input_tokens: int
+
+
+class MessageStart(TypedDict):
+    type: Literal["message_start"]
+    message: AnthropicMessageObject
+
+
+class ContentBlockStart(TypedDict):
+    type: Literal["content_block_start"]
+    index: int
+    content_block: ContentBlock
+
+
+class TextDeltaBody(TypedDict):
+    type: Literal["text_delta"]
+    text: str
+
+
+class InputJSONDelta(TypedDict):
+    type: Literal["input_json_delta"]
+    partial_json: str
+
+
+class ContentBlockDelta(TypedDict):
+    type: Literal["content_block_delta"]
+    index: int
+    delta: TextDeltaBody | InputJSONDelta
+
+
+class ContentBlockStop(TypedDict):
+    type: Literal["content_block_stop"]
+    index: int
+
+
+class StopDetails(TypedDict):
+    stop_reason: str
+    stop_sequence: str | None
+
+
+class MessageDelta(TypedDict):
+    type: Literal["message_delta"]
+    delta: StopDetails
+    usage: AnthropicUsage
+
+
+class MessageStop(TypedDict):
+    type: Literal["message_stop"]
+
+
+StreamEvent = (
+    MessageStart
+    | ContentBlockStart
+    | ContentBlockDelta
+    | ContentBlockStop
+    | MessageDelta
+    | MessageStop
+)

@@ -1,0 +1,178 @@
+"""Embedding requests, whichever dialect asked: one request type, the queue, the vectors back.
+
+Each dialect's route (`server/dialects/<dialect>/embeddings.py`) reads its body and writes its
+answer; here, once: which model embeds (the separate `--embeddingsmodel`, else the model the
+body names, loaded as a generation would load it), taking a queue place (503 when full),
+waiting while watching for the client to leave, and turning a failed job into the dialect's
+error (400 for an input the model cannot take, 503 at shutdown, 500 otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import Request
+
+from server.core.job import Job
+from server.core.scheduler import Scheduler
+from server.core.types import (
+    EmbeddingsEvent,
+    EmbedInput,
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+)
+from server.dialects.common import new_id
+from server.dialects.deps import ModelInfo
+from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
+from server.dialects.model_files import read_model_file
+from server.dialects.respond import named_model, submit
+from server.dialects.streaming import ClientDisconnectedError, unless_disconnected
+from server.models.files import model_display_name
+from server.settings.config import HearthSettings
+
+# OpenAI's limit on the inputs of one request; each costs a decode slot, so it bounds the work.
+MAX_INPUTS = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A finished embedding request, for the dialect to write out."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    prompt_tokens: int
+    model: str  # the name of the model that embedded them
+    seconds: float  # from arrival to the answer (Ollama's total_duration)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingRoute:
+    """What every embedding endpoint takes from the app besides its body."""
+
+    request: Request
+    scheduler: Scheduler
+    settings: HearthSettings
+    served: ModelInfo
+    dialect: Dialect
+
+    async def model(self, name: str | None) -> tuple[ModelInfo | None, str]:
+        """The chat model that embeds (None with --embeddingsmodel) and the name answers
+        give: with --embeddingsmodel, that file whatever the body names (as KoboldCpp);
+        otherwise the model the body names (the dialect's 404 if none matches)."""
+        if self.settings.embeddingsmodel:
+            return None, model_display_name(Path(self.settings.embeddingsmodel).expanduser())
+        info = await named_model(self.request, self.scheduler, self.served, name, self.dialect)
+        return info, info.name
+
+    async def embedding_size(self, name: str | None) -> int | None:
+        """The length of the vectors the embedding model gives, from its GGUF header (None
+        for a scripted engine)."""
+        if self.settings.embeddingsmodel:
+            path: Path | None = Path(self.settings.embeddingsmodel).expanduser()
+        else:
+            info, _ = await self.model(name)
+            path = info.path if info is not None else None
+        file = await read_model_file(path, with_digest=False)
+        return file[0].architecture_number("embedding_length") if file else None
+
+    async def check_dimensions(self, dimensions: int | None, model: str | None) -> None:
+        """A 400 for a `dimensions` other than the model's own size: vectors are never cut
+        (only models trained for it, such as OpenAI's v3, stay meaningful when cut)."""
+        if dimensions is None:
+            return
+        size = await self.embedding_size(model)
+        if dimensions != size:
+            fixed = f"of {size} dimensions" if size else "of a size fixed by the model"
+            message = f"dimensions: this model's embeddings are {fixed}; they cannot be resized"
+            raise APIError(400, message, dialect=self.dialect)
+
+    async def embed(
+        self,
+        inputs: Sequence[EmbedInput],
+        *,
+        model: str | None,
+        truncate: bool,
+        id_prefix: str,
+        keep_alive: float | None = None,
+    ) -> Embedded | None:
+        """Embed `inputs` in order; None when the client left before the answer."""
+        started = time.perf_counter()
+        check_inputs(inputs, self.dialect)
+        info, name = await self.model(model)
+        generation = GenerationRequest(
+            request_id=new_id(id_prefix),
+            prompt="",
+            max_tokens=1,
+            embed_inputs=tuple(inputs),
+            embed_truncate=truncate,
+            keep_alive=keep_alive,
+        )
+        job = self._submit(generation, info)
+        try:
+            event, outcome = await unless_disconnected(self.request, _embeddings_of(self, job))
+        except ClientDisconnectedError:
+            return None
+        self._raise_if_failed(outcome)
+        if event is None:  # pragma: no cover - the engine contract: vectors before success
+            raise APIError(500, "the model gave no embeddings", ErrorKind.SERVER, self.dialect)
+        return Embedded(event.vectors, outcome.prompt_tokens, name, time.perf_counter() - started)
+
+    async def load_only(self, model: str | None, keep_alive: float | None) -> str:
+        """Ollama's empty input: load the model (unload with keep_alive 0) in queue order, as
+        an empty prompt does; with --embeddingsmodel there is nothing to load. Its name."""
+        info, name = await self.model(model)
+        if info is None:
+            return name
+        generation = GenerationRequest(
+            new_id("embed-"), "", max_tokens=1, keep_alive=keep_alive, model_only=True
+        )
+        job = self._submit(generation, info)
+        _text, outcome = await self.scheduler.collect(job)
+        self._raise_if_failed(outcome)
+        return name
+
+    def _submit(self, generation: GenerationRequest, info: ModelInfo | None) -> Job:
+        if info is not None and self.request.app.state.model_choice is not None:
+            generation = dataclasses.replace(generation, model=info.name)
+        return submit(self.scheduler, info or self.served, generation, self.dialect)
+
+    def _raise_if_failed(self, outcome: GenerationOutcome) -> None:
+        if outcome.server_stopping:
+            raise busy_error()  # as a full queue: the client may retry
+        if outcome.input_rejected:
+            raise APIError(400, outcome.error or "input cannot be embedded", dialect=self.dialect)
+        if outcome.finish_reason is FinishReason.CANCELLED:
+            message = "the embedding request was aborted before it finished"
+            raise APIError(500, message, ErrorKind.SERVER, self.dialect)
+        if outcome.finish_reason is FinishReason.ERROR:
+            message = outcome.error or "embedding failed"
+            raise APIError(500, message, ErrorKind.SERVER, self.dialect)
+
+
+def check_inputs(inputs: Sequence[EmbedInput], dialect: Dialect) -> None:
+    """400 for what no model can embed: no inputs, too many, or an empty one (OpenAI's rules;
+    a text of no characters has no meaning to give a vector)."""
+    if not inputs:
+        raise APIError(400, "input must not be empty", dialect=dialect)
+    if len(inputs) > MAX_INPUTS:
+        message = f"input has {len(inputs)} items; at most {MAX_INPUTS} per request"
+        raise APIError(400, message, dialect=dialect)
+    for index, item in enumerate(inputs):
+        if len(item) == 0:
+            raise APIError(400, f"input[{index}] is empty", dialect=dialect)
+
+
+async def _embeddings_of(
+    route: EmbeddingRoute, job: Job
+) -> tuple[EmbeddingsEvent | None, GenerationOutcome]:
+    event: EmbeddingsEvent | None = None
+    async for item in route.scheduler.events(job):
+        if isinstance(item, EmbeddingsEvent):
+            event = item
+        elif isinstance(item, GenerationOutcome):
+            return event, item
+    raise RuntimeError("job ended without an outcome")  # pragma: no cover - engine contract

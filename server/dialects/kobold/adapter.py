@@ -1,0 +1,61 @@
+"""KoboldAI generate requests → the scheduler's GenerationRequest."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from server.core.engine import Tokenizer
+from server.core.types import GenerationRequest
+from server.dialects.errors import Dialect
+from server.dialects.kobold.schemas import KoboldGenerateRequest
+from server.dialects.sampling import sampling_from
+from server.dialects.token_bias import resolve_logit_bias
+
+_KOBOLD_BIAS_LIMIT = 100.0
+
+
+def grammar_or_schema(grammar: str | dict[str, Any] | None) -> tuple[str | None, Any]:
+    """KoboldAI's `grammar`: GBNF text, or a JSON schema (KoboldCpp converts those)."""
+    if grammar is None or isinstance(grammar, dict):
+        return None, grammar
+    if not grammar.strip():
+        return None, None
+    if grammar.lstrip().startswith("{"):
+        try:
+            schema = json.loads(grammar)
+        except json.JSONDecodeError:
+            return grammar, None  # not JSON after all: GBNF (the check reports errors)
+        if isinstance(schema, dict):
+            return None, schema
+    return grammar, None
+
+
+def to_generation_request(
+    body: KoboldGenerateRequest,
+    request_id: str,
+    default_max_length: int,
+    tokenizer: Tokenizer,
+) -> GenerationRequest:
+    sampling = replace(
+        sampling_from(body),
+        ban_eos=body.ban_eos_token or body.use_default_badwordsids,
+        logit_bias=resolve_logit_bias(
+            body.logit_bias, tokenizer, Dialect.KOBOLD, limit=_KOBOLD_BIAS_LIMIT
+        ),
+    )
+    grammar, schema = grammar_or_schema(body.grammar)
+    return GenerationRequest(
+        request_id=request_id,
+        prompt=body.prompt,
+        memory=body.memory,
+        max_tokens=body.max_length or default_max_length,
+        max_context_length=body.max_context_length,
+        sampling=sampling,
+        stop=tuple(s for s in body.stop_sequence or () if s),
+        trim_stop=body.trim_stop,
+        genkey=body.genkey,
+        grammar=grammar,
+        json_schema=schema,
+    )

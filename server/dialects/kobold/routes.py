@@ -1,0 +1,255 @@
+"""The KoboldAI API (KoboldCpp's `/api/v1/*` and `/api/extra/*` text endpoints).
+
+Routes stay thin: parse → adapter → scheduler → adapter → response. Every generation goes
+through the scheduler's queue, so queue limits, genkeys, abort and disconnects behave the same
+for every dialect.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+
+from server import __version__
+from server.dialects import common
+from server.dialects.deps import (
+    ModelInfoDep,
+    SchedulerDep,
+    SettingsDep,
+    has_valid_key,
+    key_required,
+)
+from server.dialects.errors import APIError, Dialect, parse_json_body
+from server.dialects.kobold import adapter, formatter
+from server.dialects.kobold.admin import admin_level
+from server.dialects.kobold.schemas import (
+    KoboldAbortResponse,
+    KoboldBool,
+    KoboldCheckResponse,
+    KoboldDetokenized,
+    KoboldDetokenizeRequest,
+    KoboldGenerateRequest,
+    KoboldGenerateResponse,
+    KoboldGenkeyRequest,
+    KoboldPerf,
+    KoboldResultText,
+    KoboldTokenCount,
+    KoboldTokenCountRequest,
+    KoboldValue,
+    KoboldVersion,
+)
+from server.dialects.openapi import json_body
+from server.dialects.respond import Generation, Served, generation_route
+from server.dialects.resumable import ResumableStreams
+
+KOBOLDAI_API_VERSION = "1.2.5"
+KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
+
+router = APIRouter(tags=["KoboldAI"])
+KOBOLD = Dialect.KOBOLD
+RequireKey = key_required(KOBOLD)
+
+
+def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) -> Generation:
+    number: int = next(served.request.app.state.request_numbers)
+    default_max = served.settings.defaultgenamt
+    generation = adapter.to_generation_request(
+        body, f"kai-{number}", default_max, served.model.tokenizer
+    )
+    return Generation(
+        common.text_plan(generation), formatter.GenerateWire(), stream, resumable=body.resumable
+    )
+
+
+@generation_route(router, "/api/v1/generate", KoboldGenerateRequest, KoboldGenerateResponse, KOBOLD)
+def generate(body: KoboldGenerateRequest, served: Served) -> Generation:
+    return _generation(body, served, stream=False)
+
+
+@generation_route(router, "/api/extra/generate/stream", KoboldGenerateRequest, None, KOBOLD)
+def generate_stream(body: KoboldGenerateRequest, served: Served) -> Generation:
+    return _generation(body, served, stream=True)
+
+
+@router.get("/api/extra/generate/check", dependencies=[RequireKey])
+async def check_get(scheduler: SchedulerDep) -> KoboldCheckResponse:
+    return {"results": [{"text": scheduler.text_for("")}]}
+
+
+@router.post(
+    "/api/extra/generate/check",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
+)
+async def check_post(request: Request, scheduler: SchedulerDep) -> KoboldCheckResponse:
+    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
+    return {"results": [{"text": scheduler.text_for(body.genkey)}]}
+
+
+@router.post(
+    "/api/extra/abort",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
+)
+async def abort(request: Request, scheduler: SchedulerDep) -> KoboldAbortResponse:
+    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
+    result = scheduler.abort(body.genkey)
+    # KoboldCpp sends these as the strings "true"/"false"; clients compare against those.
+    return {"success": _kobold_bool(result.success), "done": _kobold_bool(result.done)}
+
+
+def _kobold_bool(value: bool) -> KoboldBool:
+    return "true" if value else "false"
+
+
+@router.get("/api/extra/perf")
+async def perf(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> KoboldPerf:
+    snapshot = scheduler.snapshot()
+    resumable: ResumableStreams = request.app.state.resumable_streams
+    outcome = snapshot.perf.last_outcome
+    prompt_tokens = outcome.prompt_tokens if outcome else 0
+    generated = outcome.completion_tokens if outcome else 0
+    process_time = outcome.prompt_seconds if outcome else 0.0
+    eval_time = outcome.generation_seconds if outcome else 0.0
+    now = time.monotonic()
+    return {
+        # KoboldCpp reports these two as milliseconds per token.
+        "last_process": _per_token_ms(process_time, prompt_tokens),
+        "last_eval": _per_token_ms(eval_time, generated),
+        "last_token_count": generated,
+        "last_input_count": prompt_tokens,
+        "last_process_time": round(process_time, 4),
+        "last_eval_time": round(eval_time, 4),
+        "last_process_speed": _speed(prompt_tokens, process_time),
+        "last_eval_speed": _speed(generated, eval_time),
+        "last_seed": outcome.seed if outcome else -1,
+        "last_draft_success": 0,
+        "last_draft_failed": 0,
+        "total_gens": snapshot.perf.total_gens,
+        "total_img_gens": 0,
+        "total_tts_gens": 0,
+        "total_transcribe_gens": 0,
+        "stop_reason": formatter.perf_stop_reason(outcome),
+        "queue": snapshot.waiting,
+        "running": snapshot.running,  # Hearth: requests generating now (batched ones too)
+        "placement": model.placement.describe(),  # Hearth: where the model runs
+        "model": snapshot.model,
+        "loaded_models": list(snapshot.loaded_models),
+        "loading_model": snapshot.loading_model,
+        "resumable_streams": resumable.count,
+        "resumable_bytes": resumable.retained_bytes,
+        "idle": 0 if snapshot.running else 1,
+        "hordeexitcounter": -1,
+        "uptime": round(now - snapshot.perf.started_at, 3),
+        "idletime": round(now - snapshot.perf.last_request_at, 3),
+        "quiet": settings.quiet,
+    }
+
+
+def _per_token_ms(seconds: float, tokens: int) -> float:
+    return round(seconds * 1000 / tokens, 3) if tokens else 0.0
+
+
+def _speed(tokens: int, seconds: float) -> float:
+    return round(tokens / seconds, 2) if seconds > 0 else 0.0
+
+
+@router.get("/api/v1/model")
+async def model_name(request: Request, scheduler: SchedulerDep) -> KoboldResultText:
+    # Clients such as SillyTavern recognise KoboldCpp by this "koboldcpp/" prefix.
+    if not has_valid_key(request):
+        return {"result": "koboldcpp/protected-model"}
+    # The model serving now; KoboldCpp's word for none loaded (after unload_model).
+    snapshot = scheduler.snapshot()
+    return {"result": f"koboldcpp/{snapshot.model or snapshot.loading_model or 'inactive'}"}
+
+
+@router.get("/api/v1/info/version")
+async def api_version() -> KoboldResultText:
+    return {"result": KOBOLDAI_API_VERSION}
+
+
+@router.get("/api/extra/version")
+async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVersion:
+    return {
+        "result": "KoboldCpp",
+        "version": KOBOLDCPP_COMPAT_VERSION,
+        "server": "Hearth",
+        "hearth_version": __version__,
+        "protected": settings.password is not None,
+        "llm": True,
+        "txt2img": False,
+        "vision": False,
+        "audio": False,
+        "transcribe": False,
+        "multiplayer": False,
+        "websearch": False,
+        "tts": False,
+        "embeddings": False,
+        "music": False,
+        "savedata": False,
+        "admin": admin_level(settings),
+        "router": False,
+        "guidance": False,
+        # Hearth renders chats with the model's own template whenever it has one (--jinja is
+        # implied), so this says whether the loaded model has one.
+        "jinja": model.chat_template.uses_model_template,
+        "mcp": False,
+        "backend": model.placement.backend if model.placement.gpu_layers else "CPU",
+        "device": model.placement.device,
+        "gpu_layers": model.placement.gpu_layers,
+    }
+
+
+@router.get("/api/v1/config/max_context_length")
+async def max_context_length(model: ModelInfoDep) -> KoboldValue:
+    return {"value": model.context_size}
+
+
+@router.get("/api/extra/true_max_context_length")
+async def true_max_context_length(model: ModelInfoDep) -> KoboldValue:
+    return {"value": model.context_size}
+
+
+@router.get("/api/v1/config/max_length")
+async def max_length(settings: SettingsDep) -> KoboldValue:
+    # KoboldCpp reports --hordegenlen here; the default generation amount is what a client
+    # that asks really gets, so Hearth reports that.
+    return {"value": settings.defaultgenamt}
+
+
+@router.post(
+    "/api/extra/tokencount",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldTokenCountRequest),
+)
+@router.post(
+    "/api/extra/tokenize",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldTokenCountRequest),
+)
+async def tokencount(request: Request, model: ModelInfoDep) -> KoboldTokenCount:
+    body = await parse_json_body(request, KoboldTokenCountRequest)
+    ids = model.tokenizer.tokenize(body.prompt, special=body.special)
+    return {"value": len(ids), "ids": ids}
+
+
+@router.post(
+    "/api/extra/detokenize",
+    dependencies=[RequireKey],
+    openapi_extra=json_body(KoboldDetokenizeRequest),
+)
+async def detokenize(request: Request, model: ModelInfoDep) -> KoboldDetokenized:
+    body = await parse_json_body(request, KoboldDetokenizeRequest)
+    try:
+        text = model.tokenizer.detokenize(body.ids, special=body.special)
+    except ValueError as exc:
+        raise APIError(
+            400,
+            str(exc),
+            body={"result": "", "success": False, "detail": {"msg": str(exc), "type": "bad_input"}},
+        ) from None
+    return {"result": text, "success": True}

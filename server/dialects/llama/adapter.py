@@ -1,0 +1,125 @@
+"""llama-server's native /completion requests → plans for the scheduler.
+
+Its prompt may be text, token ids, both mixed in one list, an object with `prompt_string`,
+or a list of such prompts (each becomes its own generation, answered as a list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from server.core.engine import Tokenizer
+from server.core.types import GenerationRequest
+from server.dialects.common import (
+    ChatPlan,
+    stop_list,
+    text_plan,
+    tokens_without_bos,
+    with_penalty_window,
+)
+from server.dialects.errors import APIError, Dialect
+from server.dialects.llama.schemas import CompletionRequest, SinglePrompt
+from server.dialects.sampling import sampling_from
+from server.dialects.token_bias import resolve_logit_bias
+
+OPENAI = Dialect.OPENAI  # llama-server answers errors in OpenAI's shape
+PROMPT_STRING_KEY = "prompt_string"
+MULTIMODAL_KEY = "multimodal_data"
+
+
+def prompt_list(prompt: SinglePrompt | list[SinglePrompt]) -> list[SinglePrompt] | None:
+    """The prompts of a multi-prompt request, or None for a single prompt.
+
+    A list holding a number is one prompt of mixed ids and text; a list of texts, id lists
+    or objects is several prompts (llama-server's rule)."""
+    if not isinstance(prompt, list) or not prompt:
+        return None
+    if any(isinstance(part, int) for part in prompt):
+        return None
+    return [part for part in prompt if not isinstance(part, int)]  # none are, by the rule
+
+
+def _prompt(
+    prompt: SinglePrompt | list[SinglePrompt], tokenizer: Tokenizer
+) -> tuple[str, tuple[int, ...]]:
+    """(text, token ids): text is tokenized by the engine; ids (or mixed) go in verbatim."""
+    if isinstance(prompt, dict):
+        if prompt.get(MULTIMODAL_KEY):
+            raise APIError(400, "multimodal input is not supported by this model", dialect=OPENAI)
+        text = prompt.get(PROMPT_STRING_KEY)
+        if not isinstance(text, str):
+            raise APIError(400, f"prompt: an object needs a {PROMPT_STRING_KEY!r}", dialect=OPENAI)
+        return text, ()
+    if isinstance(prompt, str):
+        return prompt, ()
+    ids: list[int] = []
+    for part in prompt:
+        if isinstance(part, str):
+            ids += tokens_without_bos(tokenizer, part)
+        elif isinstance(part, int) and not isinstance(part, bool):
+            ids.append(part)
+        else:
+            raise APIError(400, "prompt: a list holds token ids and text", dialect=OPENAI)
+    try:
+        text = tokenizer.detokenize(ids)
+    except ValueError as exc:
+        raise APIError(400, f"prompt: {exc}", dialect=OPENAI) from None
+    return text, tuple(ids)
+
+
+def completion_plan(
+    body: CompletionRequest,
+    prompt: SinglePrompt | list[SinglePrompt],
+    request_id: str,
+    tokenizer: Tokenizer,
+    default_max_tokens: int,
+) -> ChatPlan:
+    text, ids = _prompt(prompt, tokenizer)
+    sampling = replace(
+        with_penalty_window(sampling_from(body), body.repeat_last_n),
+        ban_eos=body.ignore_eos,
+        logit_bias=resolve_logit_bias(body.logit_bias, tokenizer, OPENAI),
+    )
+    generation = GenerationRequest(
+        request_id=request_id,
+        prompt=text,
+        prompt_tokens=ids,
+        # -1: the server's default amount (--defaultgenamt), as llama-server's -1 is capped
+        # by its own -n; 0 still decodes the prompt and samples once, at most one token
+        max_tokens=default_max_tokens if body.n_predict < 0 else max(body.n_predict, 1),
+        sampling=sampling,
+        stop=stop_list(body.stop),
+        json_schema=body.json_schema,
+        grammar=None if body.json_schema is not None else body.grammar,
+        logprobs=body.n_probs if body.n_probs > 0 else None,
+        post_sampling_probs=body.post_sampling_probs,
+    )
+    return text_plan(generation)
+
+
+def generation_settings(
+    generation: GenerationRequest, seed: int, n_ctx: int, *, n_predict: int, stream: bool
+) -> dict[str, Any]:
+    """llama-server's `generation_settings`: what `generation` ran with, in its names."""
+    sampling = generation.sampling
+    return {
+        "n_ctx": n_ctx,
+        "n_predict": n_predict,
+        "max_tokens": n_predict,
+        "seed": seed,
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "min_p": sampling.min_p,
+        "repeat_last_n": sampling.rep_pen_range,
+        "repeat_penalty": sampling.rep_pen,
+        "presence_penalty": sampling.presence_penalty,
+        "frequency_penalty": sampling.frequency_penalty,
+        "ignore_eos": sampling.ban_eos,
+        "stream": stream,
+        "n_probs": generation.logprobs or 0,
+        "post_sampling_probs": generation.post_sampling_probs,
+        "grammar": generation.grammar or "",
+        "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+    }

@@ -1,0 +1,208 @@
+"""llama-server's native /completion answer and stream (`data:` lines, no `[DONE]`).
+
+Each stream event carries its text, the token ids that made it and, with `n_probs`, their
+probabilities; the last one has `stop: true` and the figures (`timings`, `stop_type`,
+`truncated`, ...). A failure after the stream began is an `{"error": ...}` event, as
+llama-server sends it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sse_starlette import ServerSentEvent
+
+from server.core.tool_stream import ChatStreamEvent, TextDelta
+from server.core.types import (
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+    TokenChoice,
+    TokenLogprob,
+)
+from server.dialects.common import ChatAnswer, failed, failure_message
+from server.dialects.errors import Dialect, ErrorKind, error_body
+from server.dialects.llama.adapter import generation_settings
+from server.dialects.llama.schemas import (
+    CompletionRequest,
+    NativeChunk,
+    NativeCompletion,
+    PredictedTimings,
+    ProbabilityEntry,
+    Timings,
+    TokenProbabilities,
+)
+from server.dialects.respond import SSEFormat
+
+
+def predicted_timings(tokens: int, seconds: float) -> PredictedTimings:
+    ms = seconds * 1000
+    return {
+        "predicted_n": tokens,
+        "predicted_ms": ms,
+        "predicted_per_token_ms": ms / tokens if tokens else 0.0,
+        "predicted_per_second": tokens / seconds if seconds else 0.0,
+    }
+
+
+def timings(outcome: GenerationOutcome) -> Timings:
+    processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
+    prompt_ms = outcome.prompt_seconds * 1000
+    return {
+        "cache_n": outcome.reused_prompt_tokens,
+        "prompt_n": processed,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
+        "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
+        **predicted_timings(outcome.completion_tokens, outcome.generation_seconds),
+    }
+
+
+def stop_type(outcome: GenerationOutcome) -> str:
+    if outcome.finish_reason is FinishReason.LENGTH:
+        return "limit"
+    if outcome.finish_reason is FinishReason.STOP:
+        return "word" if outcome.stop_sequence is not None else "eos"
+    return "none"
+
+
+def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:
+    entry: ProbabilityEntry = {
+        "id": choice.token_id,
+        "token": choice.piece.decode("utf-8", errors="replace"),
+        "bytes": list(choice.piece),
+    }
+    if post_sampling:
+        entry["prob"] = choice.logprob  # a probability, not a log, after sampling
+    else:
+        entry["logprob"] = choice.logprob
+    return entry
+
+
+def probabilities(
+    tokens: tuple[TokenLogprob, ...], post_sampling: bool
+) -> list[TokenProbabilities]:
+    entries: list[TokenProbabilities] = []
+    for token in tokens:
+        entry: TokenProbabilities = {**_entry(token.chosen, post_sampling)}  # type: ignore[typeddict-item]
+        top = [_entry(choice, post_sampling) for choice in token.top]
+        entry["top_probs" if post_sampling else "top_logprobs"] = top
+        entries.append(entry)
+    return entries
+
+
+def nested_fields(paths: list[str], answer: Mapping[str, Any]) -> dict[str, Any]:
+    """llama-server's `response_fields`: only these values, each under its own path
+    ("generation_settings/n_predict"); a path that leads nowhere is left out."""
+    picked: dict[str, Any] = {}
+    for path in paths:
+        value: Any = answer
+        for key in path.split("/"):
+            if not isinstance(value, Mapping) or key not in value:
+                break
+            value = value[key]
+        else:
+            picked[path] = value
+    return picked
+
+
+def native_answer(
+    answer: ChatAnswer,
+    index: int,
+    content: str,
+    tokens: list[int],
+    model: str,
+    settings: dict[str, Any],
+    prompt: str,
+) -> NativeCompletion:
+    """llama-server's final /completion object for a finished reply (also the `__verbose`
+    of its OpenAI answers)."""
+    outcome = answer.outcome
+    return {
+        "index": index,
+        "content": content,
+        "tokens": tokens,
+        "id_slot": 0,
+        "stop": True,
+        "model": model,
+        "tokens_predicted": outcome.completion_tokens,
+        "tokens_evaluated": outcome.prompt_tokens,
+        "generation_settings": settings,
+        "prompt": prompt,
+        "has_new_line": "\n" in answer.text,
+        "truncated": outcome.prompt_truncated,
+        "stop_type": stop_type(outcome),
+        "stopping_word": outcome.stop_sequence or "",
+        "tokens_cached": outcome.prompt_tokens + outcome.completion_tokens,
+        "timings": timings(outcome),
+    }
+
+
+class NativeCompletionWire(SSEFormat):
+    dialect = Dialect.OPENAI
+
+    def __init__(
+        self,
+        body: CompletionRequest,
+        model: str,
+        generation: GenerationRequest,
+        n_ctx: int,
+        index: int = 0,
+    ) -> None:
+        self._body = body
+        self._model = model
+        self._generation = generation
+        self._n_ctx = n_ctx
+        self._index = index
+        self._predicted = 0
+
+    def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> NativeCompletion:
+        generation = self._generation
+        settings = generation_settings(
+            generation,
+            answer.outcome.seed,
+            self._n_ctx,
+            n_predict=self._body.n_predict,
+            stream=self._body.stream,
+        )
+        return native_answer(
+            answer, self._index, content, tokens, self._model, settings, generation.prompt
+        )
+
+    def whole(self, answer: ChatAnswer) -> Mapping[str, Any]:
+        body = self._body
+        tokens = list(answer.tokens.token_ids) if body.return_tokens else []
+        final = self._final(answer, answer.text, tokens)
+        if body.n_probs > 0:
+            final["completion_probabilities"] = probabilities(
+                answer.tokens.logprobs, body.post_sampling_probs
+            )
+        if body.response_fields:
+            return nested_fields(body.response_fields, final)
+        return final
+
+    def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
+        if not isinstance(item, TextDelta):
+            return []
+        self._predicted += len(item.token_ids)
+        chunk: NativeChunk = {
+            "index": self._index,
+            "content": item.text,
+            "tokens": list(item.token_ids),
+            "stop": False,
+            "id_slot": -1,
+            "tokens_predicted": self._predicted,
+        }
+        if self._body.n_probs > 0:
+            chunk["completion_probabilities"] = probabilities(
+                item.logprobs, self._body.post_sampling_probs
+            )
+        return [ServerSentEvent(json.dumps(chunk))]
+
+    def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        if failed(answer.outcome):
+            body = error_body(Dialect.OPENAI, failure_message(answer.outcome), ErrorKind.SERVER)
+            return [ServerSentEvent(json.dumps(body))]
+        return [ServerSentEvent(json.dumps(self._final(answer, "", [])))]

@@ -1,0 +1,176 @@
+"""llama-server's request and answer shapes for its native routes (tools/server/README.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
+
+from server.dialects.limits import C_INT_MAX
+from server.dialects.sampling import Samples
+
+
+class LlamaBase(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class TokenizeRequest(LlamaBase):
+    """POST /tokenize."""
+
+    content: str
+    add_special: bool = False  # llama-server's default: no BOS
+    parse_special: bool = True
+    with_pieces: bool = False
+
+
+class DetokenizeRequest(LlamaBase):
+    """POST /detokenize."""
+
+    tokens: list[int] = Field(default_factory=list)
+
+
+class TokenPiece(TypedDict):
+    id: int
+    piece: str
+
+
+class Tokenized(TypedDict):
+    tokens: list[int] | list[TokenPiece]
+
+
+class Detokenized(TypedDict):
+    content: str
+
+
+class AppliedTemplate(TypedDict):
+    prompt: str
+
+
+class Health(TypedDict):
+    status: str
+
+
+class Props(TypedDict):
+    """GET /props: what llama-server's web UI and clients read (plus Hearth's placement)."""
+
+    default_generation_settings: dict[str, Any]
+    total_slots: int
+    model_path: str
+    model_alias: str
+    chat_template: str
+    modalities: dict[str, bool]
+    build_info: str
+    backend: str
+    device: str | None
+
+
+# A prompt as llama-server takes it: text, token ids, text and ids mixed, or an object with
+# `prompt_string` (and `multimodal_data`, which a text model refuses).
+PromptPart = str | int
+SinglePrompt = str | list[PromptPart] | dict[str, Any]
+
+
+class CompletionRequest(LlamaBase):
+    """POST /completion (llama-server's native completion), with llama-server's defaults."""
+
+    model: str | None = None
+    # One prompt, or a list of prompts (then the answer is a list).
+    prompt: SinglePrompt | list[SinglePrompt] = ""
+    n_predict: int = Field(
+        default=-1, ge=-1, le=C_INT_MAX, description="-1: the server's default amount"
+    )
+    stream: bool = False
+    stop: list[str] | None = None
+    temperature: Annotated[float, Samples("temperature")] = Field(default=0.8, ge=0.0)
+    top_k: Annotated[int, Samples("top_k")] = Field(default=40, ge=0, le=C_INT_MAX)
+    top_p: Annotated[float, Samples("top_p")] = Field(default=0.95, ge=0.0, le=1.0)
+    min_p: Annotated[float, Samples("min_p")] = Field(default=0.05, ge=0.0, le=1.0)
+    seed: Annotated[int, Samples("seed")] = Field(default=-1, ge=-(C_INT_MAX + 1), le=2**32 - 1)
+    repeat_penalty: Annotated[float, Samples("rep_pen")] = Field(default=1.0, ge=0.0)
+    repeat_last_n: int = Field(default=64, ge=-1, le=C_INT_MAX)
+    presence_penalty: Annotated[float, Samples("presence_penalty")] = 0.0
+    frequency_penalty: Annotated[float, Samples("frequency_penalty")] = 0.0
+    ignore_eos: bool = False
+    logit_bias: dict[str, Any] | list[Any] | None = None
+    n_probs: int = Field(default=0, ge=0, le=100)
+    post_sampling_probs: bool = False
+    grammar: str | None = None
+    json_schema: dict[str, Any] | None = None
+    return_tokens: bool = False
+    response_fields: list[str] | None = None
+    cache_prompt: bool = True  # Hearth always reuses a shared prefix
+
+
+class ProbabilityEntry(TypedDict, total=False):
+    id: int
+    token: str
+    bytes: list[int]
+    logprob: float  # the model's own (default)
+    prob: float  # with post_sampling_probs
+
+
+class TokenProbabilities(ProbabilityEntry, total=False):
+    top_logprobs: list[ProbabilityEntry]
+    top_probs: list[ProbabilityEntry]
+
+
+class PredictedTimings(TypedDict):
+    """The generation's figures so far (llama-server's `timings_per_token`)."""
+
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float
+    predicted_per_second: float
+
+
+class Timings(PredictedTimings):
+    """A finished generation's figures: its prompt's and its reply's."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_token_ms: float
+    prompt_per_second: float
+
+
+class NativeChunk(TypedDict):
+    """One event of a /completion stream before the last."""
+
+    index: int
+    content: str
+    tokens: list[int]
+    stop: Literal[False]
+    id_slot: int
+    tokens_predicted: int
+    completion_probabilities: NotRequired[list[TokenProbabilities]]
+
+
+class NativeCompletion(TypedDict):
+    """/completion's whole answer, and the last event of its stream (`content` empty)."""
+
+    index: int
+    content: str
+    tokens: list[int]
+    id_slot: int
+    stop: Literal[True]
+    model: str
+    tokens_predicted: int
+    tokens_evaluated: int
+    generation_settings: dict[str, Any]
+    prompt: str
+    has_new_line: bool
+    truncated: bool
+    stop_type: str
+    stopping_word: str
+    tokens_cached: int
+    timings: Timings
+    completion_probabilities: NotRequired[list[TokenProbabilities]]
+
+
+class Slot(TypedDict):
+    """One entry of GET /slots (read-only)."""
+
+    id: int
+    n_ctx: int
+    is_processing: bool

@@ -1,0 +1,195 @@
+"""`GET /metrics`: Prometheus text, with llama-server's metric names and Hearth's own.
+
+The only module that imports prometheus-client. The numbers come from the scheduler
+(`Scheduler.take_metrics`, plain counters in server/core/counters.py); a custom collector
+renders them at each scrape into a registry of the app's own (`metrics_registry`, built by
+the app factory, never the library's global one), so two apps in one process never share.
+
+llama-server's set (tools/server/server-task.cpp `to_metrics`), same names, types and
+meaning, except:
+- `llamacpp:n_tokens_max` is a gauge here, where llama-server calls it a counter: the
+  Prometheus text format (and prometheus-client) writes a counter's sample as NAME_total,
+  which would change the name; a largest-seen value is a gauge in Prometheus's terms anyway.
+- Without `--metrics` the route answers 404 (llama-server: 501): no request makes Hearth
+  answer a 5xx (docs/RELIABILITY.md), and the route is as good as absent.
+- Hearth has no speculative decoding: the `spec_decode_*` counters stay 0.
+- `prompt_seconds_total` includes sampling a request's first token (Hearth times the prompt
+  up to its first token).
+
+Hearth's own, with the `hearth_` prefix: busy (503) responses, aborts, disconnects,
+admitted requests per dialect, and the queue wait as a histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from server.core.counters import DecodeCounts
+from server.core.scheduler import MetricsReading, Scheduler
+from server.dialects.deps import key_required
+from server.dialects.errors import APIError, Dialect, ErrorKind
+
+METRICS_OFF_MESSAGE = (
+    "Metrics are off: start Hearth with --metrics (or tick Prometheus Metrics on the "
+    "launcher's Network tab) to serve /metrics."
+)
+
+# The classic text format, as llama-server labels it: every name here is valid in it, so
+# nothing needs the escaping that prometheus-client's newer default (version 1.0.0) announces.
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+router = APIRouter(tags=["llama-server"])
+
+
+class SchedulerCollector(Collector):
+    """Renders one scheduler's totals at each scrape (a custom collector, so the names come
+    out exactly as llama-server writes them: `llamacpp:` and all)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def collect(self) -> Iterator[Metric]:
+        reading = self._scheduler.take_metrics()
+        yield from _llama_server_metrics(reading)
+        yield from _hearth_metrics(reading)
+
+
+def metrics_registry(scheduler: Scheduler) -> CollectorRegistry:
+    """A registry of the app's own serving `scheduler`'s metrics."""
+    registry = CollectorRegistry(auto_describe=False)  # never scrape at registration
+    registry.register(SchedulerCollector(scheduler))
+    return registry
+
+
+def _llama_server_metrics(reading: MetricsReading) -> Iterator[Metric]:
+    counters = reading.counters
+    decodes = reading.decodes or DecodeCounts()
+
+    def counter(name: str, help_text: str, value: float) -> CounterMetricFamily:
+        return CounterMetricFamily(f"llamacpp:{name}", help_text, value=value)
+
+    def gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+        return GaugeMetricFamily(f"llamacpp:{name}", help_text, value=value)
+
+    yield counter(
+        "prompt_tokens_total",
+        "Number of prompt tokens processed, excluding cached tokens",
+        counters.prompt.tokens,
+    )
+    yield counter(
+        "prompt_tokens_cached_total",
+        "Number of prompt tokens reused from the cache",
+        counters.prompt_cached_tokens,
+    )
+    yield counter(
+        "prompt_seconds_total", "Total time spent processing prompts", counters.prompt.seconds
+    )
+    yield counter(
+        "tokens_predicted_total",
+        "Number of generation tokens processed",
+        counters.predicted.tokens,
+    )
+    yield counter(
+        "tokens_predicted_seconds_total",
+        "Total time spent generating tokens",
+        counters.predicted.seconds,
+    )
+    yield counter("n_decode_total", "Total number of llama_decode() calls", decodes.calls)
+    yield counter(
+        "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0
+    )
+    yield counter(
+        "spec_decode_num_accepted_tokens_total",
+        "Speculative: Total draft tokens accepted by the target model",
+        0,
+    )
+    yield counter(
+        "spec_decode_num_drafts_total",
+        "Speculative: Total speculative decoding verification steps",
+        0,
+    )
+    yield gauge(
+        "n_tokens_max",
+        "Largest observed sequence length (prompt + generation)",
+        counters.longest_sequence,
+    )
+    yield gauge(
+        "prompt_tokens_seconds",
+        "Average prompt throughput in tokens/s",
+        counters.prompt_window.per_second(),
+    )
+    yield gauge(
+        "predicted_tokens_seconds",
+        "Average generation throughput in tokens/s",
+        counters.predicted_window.per_second(),
+    )
+    yield gauge("requests_processing", "Number of requests processing", reading.running)
+    yield gauge("requests_deferred", "Number of requests deferred", reading.waiting)
+    yield gauge(
+        "n_busy_slots_per_decode",
+        "Average number of busy slots per llama_decode() call",
+        decodes.busy_slots / max(decodes.calls, 1),
+    )
+
+
+def _hearth_metrics(reading: MetricsReading) -> Iterator[Metric]:
+    counters = reading.counters
+    yield CounterMetricFamily(
+        "hearth_busy_responses_total",
+        "Requests refused with HTTP 503 because every queue place was taken "
+        "(--multiuser) or the server was shutting down",
+        value=counters.busy_responses,
+    )
+    yield CounterMetricFamily(
+        "hearth_aborts_total",
+        "Requests stopped by /api/extra/abort, running or waiting",
+        value=counters.aborts,
+    )
+    yield CounterMetricFamily(
+        "hearth_disconnects_total",
+        "Requests whose client left (or stopped reading) before their end",
+        value=counters.disconnects,
+    )
+    requests = CounterMetricFamily(
+        "hearth_requests_total", "Requests admitted to the queue, by API", labels=["dialect"]
+    )
+    for dialect, count in sorted(counters.requests_by_dialect.items()):
+        requests.add_metric([dialect], count)
+    yield requests
+    wait = counters.queue_wait
+    yield HistogramMetricFamily(
+        "hearth_queue_wait_seconds",
+        "Seconds from a request's admission to the start of its generation",
+        buckets=[(_bucket_label(bound), count) for bound, count in wait.cumulative()],
+        sum_value=wait.total_seconds,
+    )
+
+
+def _bucket_label(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+@router.get("/metrics", dependencies=[key_required(Dialect.OPENAI)], include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    """Prometheus text (not JSON, so not in /openapi.json), as llama-server serves it."""
+    registry: CollectorRegistry | None = request.app.state.metrics_registry
+    if registry is None:
+        raise APIError(404, METRICS_OFF_MESSAGE, ErrorKind.NOT_FOUND, Dialect.OPENAI)
+    started: float = request.app.state.started_at_unix
+    return Response(
+        generate_latest(registry),
+        media_type=TEXT_FORMAT,
+        # llama-server sends it with every scrape (its own tests check for it).
+        headers={"Process-Start-Time-Unix": str(int(started))},
+    )

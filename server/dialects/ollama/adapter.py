@@ -1,0 +1,100 @@
+"""Ollama requests (/api/generate, /api/chat) → plans for the scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from server.core.chat import ChatMessage, ToolCall
+from server.core.types import GenerationRequest, SamplingParams
+from server.dialects.common import (
+    ChatOptions,
+    ChatPlan,
+    new_id,
+    plan_chat,
+    text_plan,
+    with_penalty_window,
+)
+from server.dialects.errors import Dialect
+from server.dialects.function_tools import function_tools
+from server.dialects.ollama.schemas import (
+    OllamaChatRequest,
+    OllamaGenerateRequest,
+    OllamaMessage,
+    OllamaOptions,
+)
+from server.dialects.sampling import sampling_from
+
+
+def keeping_alive(plan: ChatPlan, body: OllamaGenerateRequest | OllamaChatRequest) -> ChatPlan:
+    """The plan with the request's keep_alive (how long its model stays loaded after it)."""
+    return replace(plan, generation=replace(plan.generation, keep_alive=body.keep_alive))
+
+
+def load_plan(body: OllamaGenerateRequest | OllamaChatRequest, id_prefix: str) -> ChatPlan:
+    """A request with nothing to generate: load the model, or unload it with keep_alive 0."""
+    request = GenerationRequest(
+        request_id=new_id(id_prefix), prompt="", max_tokens=1, keep_alive=body.keep_alive
+    )
+    return text_plan(replace(request, model_only=True))
+
+
+def sampling(options: OllamaOptions) -> SamplingParams:
+    return with_penalty_window(sampling_from(options), options.repeat_last_n)
+
+
+def _max_tokens(options: OllamaOptions, default: int) -> int:
+    return options.num_predict if options.num_predict and options.num_predict > 0 else default
+
+
+def format_schema(format_: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    if format_ == "json":
+        return {"type": "object"}
+    return format_ if isinstance(format_, dict) else None
+
+
+def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan:
+    """`/api/generate` applies the model's template to the prompt, unless `raw`."""
+    messages = [ChatMessage("system", body.system)] if body.system else []
+    messages.append(ChatMessage("user", body.prompt))
+    plan = plan_chat(
+        options,
+        Dialect.OLLAMA,
+        messages=messages,
+        max_tokens=_max_tokens(body.options, options.default_max_tokens),
+        sampling=sampling(body.options),
+        stop=body.options.stop or (),
+        response_schema=format_schema(body.format),
+    )
+    if not body.raw:
+        return plan
+    raw_generation = replace(plan.generation, prompt=body.prompt, stop=plan.user_stops)
+    return replace(plan, generation=raw_generation)
+
+
+def chat_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
+    return [
+        ChatMessage(
+            role=m.role,
+            content=m.content,
+            tool_calls=tuple(
+                ToolCall(f"call_{i}", c.function.name, c.function.arguments)
+                for i, c in enumerate(m.tool_calls or ())
+            ),
+            name=m.tool_name,
+        )
+        for m in messages
+    ]
+
+
+def chat_plan(body: OllamaChatRequest, options: ChatOptions) -> ChatPlan:
+    return plan_chat(
+        options,
+        Dialect.OLLAMA,
+        messages=chat_messages(body.messages),
+        max_tokens=_max_tokens(body.options, options.default_max_tokens),
+        sampling=sampling(body.options),
+        stop=body.options.stop or (),
+        tools=function_tools(body.tools),
+        response_schema=format_schema(body.format),
+    )

@@ -1,0 +1,134 @@
+"""The models a server can serve: the one it started with, every GGUF in `--modeldir` (and
+`--admindir`), and the models downloaded into the Hugging Face cache; each with its GGUF header.
+
+Names are what `/v1/models`, `/api/tags` and KoboldCpp's `/api/admin/list_options` list (a
+file's KoboldCpp display name; Ollama's `hf.co/owner/repo:QUANT` for a downloaded model), and
+`resolve` is the rule a request's `model` field follows. Broken files are reported (path and
+reason) and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.models.files import is_later_split_part, model_display_name
+from server.models.gguf import GGUFFormatError, GGUFSummary, gguf_summary
+
+logger = logging.getLogger("hearth")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str  # KoboldCpp's display name: the file stem without characters outside [\w.-]
+    path: Path
+    summary: GGUFSummary
+
+
+@dataclass
+class ModelCatalog:
+    entries: list[CatalogEntry] = field(default_factory=list)
+    problems: list[tuple[Path, str]] = field(default_factory=list)
+    # --modeldir given: a name that matches no entry is not found (without: the loaded model)
+    has_model_dir: bool = False
+    lists_downloads: bool = False  # a model folder (or admin's): hub-cache models are listed
+    default: str | None = None  # --defaultmodel: serves names that match no entry
+    # Other names of listed files (a hub name of the served file): lower-case → entry name
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def scan(
+        cls,
+        served: Path,
+        model_dir: Path | None = None,
+        downloaded: Iterable[tuple[str, Path]] = (),
+        default: str | None = None,
+        admin_dir: Path | None = None,
+    ) -> ModelCatalog:
+        """`downloaded`: (name, file) of the models in the hub cache, listed with a folder."""
+        folders = [folder for folder in (model_dir, admin_dir) if folder is not None]
+        catalog = cls(
+            has_model_dir=model_dir is not None, lists_downloads=bool(folders), default=default
+        )
+        candidates: list[tuple[str | None, Path]] = [(None, served)]
+        for folder in folders:
+            candidates += [(None, path) for path in sorted(folder.rglob("*.gguf"))]
+        if folders:
+            candidates += list(downloaded)
+        for name, path in candidates:
+            if not is_later_split_part(path) and "mmproj" not in path.name.lower():
+                catalog.add(path, name)
+        return catalog
+
+    def add(self, path: Path, name: str | None = None) -> CatalogEntry | None:
+        """List one more model (None: it could not be read, and is reported). A file already
+        listed is not listed twice: `name` becomes another name of its entry."""
+        real = path.resolve()
+        for listed in self.entries:
+            if listed.path.resolve() == real:
+                if name is not None and name != listed.name:
+                    self.aliases[name.lower()] = listed.name
+                return listed
+        try:
+            summary = gguf_summary(path)
+        except (GGUFFormatError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, GGUFFormatError) else exc.strerror or str(exc)
+            self.problems.append((path, reason))
+            logger.warning("Skipping %s: %s", path, reason)
+            return None
+        name = name or model_display_name(path)
+        taken = {entry.name for entry in self.entries}
+        suffix = 2
+        unique = name
+        while unique in taken:  # two files with one stem in different folders
+            unique = f"{name}-{suffix}"
+            suffix += 1
+        entry = CatalogEntry(unique, path, summary)
+        self.entries.append(entry)
+        return entry
+
+    @property
+    def names(self) -> list[str]:
+        return [entry.name for entry in self.entries]
+
+    def resolve(self, requested: str | None, loaded: str | None = None) -> CatalogEntry | None:
+        """The entry a request's `model` names, by the rules clients rely on; `loaded` is the
+        model serving now.
+
+        A name is matched without case, a `.gguf` suffix or Ollama's `:latest` tag. No name:
+        the loaded model (none loaded: `--defaultmodel`, else the first listed). A name that
+        matches nothing: with --modeldir, `--defaultmodel`'s entry or None (the dialect's 404);
+        without, the loaded model, as KoboldCpp and llama-server do (clients often send a
+        fixed name)."""
+        if not self.entries:
+            return None
+        current = self._match(loaded) if loaded else None
+        first = self.entries[0]
+        if requested is None or not requested.strip():
+            default = self._match(self.default) if self.default is not None else None
+            return current or default or first
+        found = self._match(requested)
+        if found is not None:
+            return found
+        if not self.has_model_dir:
+            return current or first
+        return self._match(self.default) if self.default is not None else None
+
+    def _match(self, name: str) -> CatalogEntry | None:
+        exact = name.strip().lower().removesuffix(":latest")
+        exact = self.aliases.get(exact, exact).lower()
+        for entry in self.entries:
+            if entry.name.lower() == exact:  # hub names: hf.co/owner/repo:QUANT
+                return entry
+        wanted = _normal(name)
+        for entry in self.entries:
+            if _normal(entry.name) == wanted or _normal(entry.path.name) == wanted:
+                return entry
+        return None
+
+
+def _normal(name: str) -> str:
+    text = name.strip().lower().removesuffix(":latest").removesuffix(".gguf")
+    return model_display_name(Path(text + ".gguf")).lower()

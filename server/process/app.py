@@ -1,0 +1,146 @@
+"""The app factory: one FastAPI app per loaded engine, with the scheduler in its lifespan."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from server import __version__
+from server.core.engine import Engine
+from server.core.job import DEFAULT_MAX_PENDING_EVENTS
+from server.core.scheduler import Scheduler
+from server.dialects import admin_live
+from server.dialects.anthropic.routes import router as anthropic_router
+from server.dialects.deps import ModelInfo
+from server.dialects.errors import (
+    APIError,
+    IgnoredFields,
+    api_error_handler,
+    http_error_handler,
+    request_validation_handler,
+)
+from server.dialects.kobold.admin import router as admin_router
+from server.dialects.kobold.embeddings import router as kobold_embeddings_router
+from server.dialects.kobold.routes import router as kobold_router
+from server.dialects.llama.routes import router as llama_router
+from server.dialects.metrics import metrics_registry
+from server.dialects.metrics import router as metrics_router
+from server.dialects.model_choice import ModelChoice
+from server.dialects.ollama.embeddings import router as ollama_embeddings_router
+from server.dialects.ollama.pull import PullLocks
+from server.dialects.ollama.routes import router as ollama_router
+from server.dialects.openai.embeddings import router as openai_embeddings_router
+from server.dialects.openai.routes import router as openai_router
+from server.dialects.openapi import document_request_models
+from server.dialects.pages import router as pages_router
+from server.dialects.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
+from server.dialects.resumable import router as resumable_router
+from server.process.console import RequestLog
+from server.settings.config import HearthSettings
+
+DEFAULT_KEEPALIVE_SECONDS = 5.0
+
+
+def create_app(
+    settings: HearthSettings,
+    engine: Engine,
+    *,
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+    request_log: RequestLog | None = None,
+    max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
+    model_choice: ModelChoice | None = None,
+    resumable_stream_bytes: int = DEFAULT_STREAM_BYTES,
+) -> FastAPI:
+    """Build the HTTP app around an already loaded engine.
+
+    The engine is loaded (and later closed) by the caller, so model loading can show progress
+    before the server starts listening and tests can pass a scripted engine instead.
+    `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment;
+    `max_pending_events` how many unread events a stream may have before it is dropped;
+    `resumable_stream_bytes` how many bytes of events one resumable stream may retain.
+    """
+    log = request_log or RequestLog(quiet=settings.quiet)
+    scheduler = Scheduler(
+        engine,
+        multiuser=settings.multiuser,
+        on_finished=log.finished,
+        max_pending_events=max_pending_events,
+        default_seed=settings.seed,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        scheduler.start()
+        try:
+            yield
+        finally:
+            app.state.resumable_streams.shut_down()
+            scheduler.stop()
+
+    app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.scheduler = scheduler
+    if model_choice is not None:  # the engine is a pool: its models come and go
+        app.state.model_info = model_choice.served_info(engine.placement)
+    else:
+        app.state.model_info = ModelInfo(
+            engine.model_name,
+            engine.context_size,
+            engine,
+            engine.chat_template,
+            engine,
+            engine.model_path,
+            engine.placement,
+        )
+    app.state.keepalive_seconds = keepalive_seconds
+    app.state.resumable_streams = ResumableStreams(
+        settings.resumegrace, stream_bytes=resumable_stream_bytes
+    )
+    app.state.max_request_bytes = settings.max_request_bytes
+    app.state.ignored_fields = IgnoredFields()
+    app.state.pull_locks = PullLocks()
+    app.state.model_choice = model_choice
+    app.state.request_numbers = itertools.count(1)
+    # /metrics (--metrics): a registry of this app's own; None answers its 404.
+    app.state.metrics_registry = metrics_registry(scheduler) if settings.metrics else None
+    app.state.started_at_unix = time.time()
+    _add_routes_and_handlers(app)
+    return app
+
+
+def _add_routes_and_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(APIError, api_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(RequestValidationError, request_validation_handler)
+    # Browsers may call the API straight from a page (hosted APIs often refuse this).
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["*"],
+        allow_headers=["*"],
+        max_age=600,
+    )
+    routers = (
+        kobold_router,
+        admin_router,
+        openai_router,
+        anthropic_router,
+        ollama_router,
+        llama_router,
+        metrics_router,
+        resumable_router,
+        openai_embeddings_router,
+        ollama_embeddings_router,
+        kobold_embeddings_router,
+    )
+    for router in (*routers, pages_router):
+        app.include_router(router)
+    admin_live.install(app)  # the launcher's live view of requests (and who sent them)
+    document_request_models(app)

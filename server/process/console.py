@@ -1,0 +1,169 @@
+"""What the console shows, like KoboldCpp's: the API addresses at start, a line per request."""
+
+from __future__ import annotations
+
+import logging
+
+from server.base.netcheck import url_host
+from server.core.job import Job
+from server.core.types import FinishReason, GenerationOutcome
+from server.devices.backends import GPU_BUILD_HINT
+from server.devices.placement import CPU_ONLY, Placement
+from server.settings.config import HearthSettings
+
+logger = logging.getLogger("hearth")
+
+_PREVIEW_CHARS = 120
+
+
+def setup_console_logging() -> None:
+    """Plain lines on stdout; the launcher shows them as its live log."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    # The HTTP clients of downloads log every request at INFO: the console keeps Hearth's own
+    # progress lines instead.
+    for name in ("httpx", "httpx2", "httpcore", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def announce_backend(
+    settings: HearthSettings, placement: Placement, gpu_backends: tuple[str, ...]
+) -> None:
+    """Say where the model runs, and why not where the user asked, if so."""
+    if settings.usevulkan is not None and "Vulkan" not in gpu_backends:
+        logger.warning(
+            "--usevulkan: this build of llama.cpp has no Vulkan backend, so everything runs on "
+            "the CPU. %s",
+            GPU_BUILD_HINT,
+        )
+    if settings.usecuda is not None and "CUDA" not in gpu_backends:
+        logger.warning(
+            "--usecuda: this build of llama.cpp has no CUDA backend (make install GPU=cuda, "
+            "with the CUDA toolkit, builds one), so it runs %s.",
+            "on the other GPUs it has" if gpu_backends else "on the CPU",
+        )
+    logger.info("Backend: %s.", placement.describe())
+
+
+def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
+    base = f"http://{url_host(settings.listen_host)}:{settings.port_param}"
+    return [
+        ("KoboldAI API", f"{base}/api/"),
+        ("KoboldAI stream", f"{base}/api/extra/generate/stream"),
+        ("OpenAI API", f"{base}/v1/"),
+        ("Anthropic API", f"{base}/v1/messages"),
+        ("Ollama API", f"{base}/api/chat"),
+    ]
+
+
+def announce_start(
+    settings: HearthSettings,
+    model_name: str,
+    model_has_template: bool = False,
+    placement: Placement = CPU_ONLY,
+    gpu_backends: tuple[str, ...] = (),
+) -> None:
+    """`gpu_backends`: the GPU backends this build of llama.cpp has (server/devices/backends.py)."""
+    logger.info("Hearth is serving %s", model_name)
+    for label, url in api_addresses(settings):
+        logger.info("  %-16s %s", label + ":", url)
+    announce_backend(settings, placement, gpu_backends)
+    if settings.parallelrequests > 1:
+        logger.info(
+            "Parallel requests: up to %d generated together (continuous batching); "
+            "requests with a grammar (tool calls, JSON formats) run alone.",
+            settings.parallelrequests,
+        )
+    if model_has_template:
+        logger.info("Chat template: the model's own (Jinja), for every chat API.")
+    else:
+        # --jinja is implied whenever the model has a template; say why it cannot apply here.
+        logger.info(
+            "Chat template: this model has none in its GGUF%s; using Hearth's built-in "
+            "turn format for its architecture.",
+            ", so --jinja has nothing to use" if settings.jinja else "",
+        )
+    if settings.exposed_without_password:
+        logger.warning(
+            "WARNING: listening on %s without --password: anyone who can reach this machine "
+            "can use the model.",
+            settings.listen_host,
+        )
+
+
+class RequestLog:
+    """Writes one line per finished request: tokens, timings, speed and how it ended."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self._quiet = quiet
+
+    def finished(self, job: Job) -> None:
+        outcome = job.outcome
+        if outcome is None:
+            return
+        request = job.request
+        if request.embed_inputs:
+            self._embedded(job, outcome)
+            return
+        ttft = (
+            f"{outcome.time_to_first_token:.2f}s"
+            if outcome.time_to_first_token is not None
+            else "-"
+        )
+        seconds = outcome.prompt_seconds + outcome.generation_seconds
+        speed = (
+            outcome.completion_tokens / outcome.generation_seconds
+            if outcome.generation_seconds > 0
+            else 0.0
+        )
+        cancelled = outcome.finish_reason is FinishReason.CANCELLED
+        stop = "stop string" if outcome.stop_sequence is not None else outcome.finish_reason.value
+        logger.info(
+            "[%s] prompt %d tokens (%d cached), generated %d tokens, first token %s, "
+            "%.2fs, %.1f tokens/s, stop: %s%s",
+            request.request_id,
+            outcome.prompt_tokens,
+            outcome.reused_prompt_tokens,
+            outcome.completion_tokens,
+            ttft,
+            seconds,
+            speed,
+            stop,
+            ", cancelled" if cancelled else "",
+        )
+        if outcome.error:
+            logger.info("[%s] error: %s", request.request_id, outcome.error)
+        if not self._quiet:
+            logger.info("[%s] input: %r", request.request_id, _preview(request.prompt))
+            logger.info("[%s] output: %r", request.request_id, _preview(job.text))
+
+    def _embedded(self, job: Job, outcome: GenerationOutcome) -> None:
+        """An embedding request's line: inputs, tokens, decodes, seconds, how it ended."""
+        request = job.request
+        inputs = len(request.embed_inputs)
+        decodes = job.embeddings.decodes if job.embeddings else 0
+        logger.info(
+            "[%s] embedded %d input%s, %d tokens, in %d decode%s, %.2fs, stop: %s",
+            request.request_id,
+            inputs,
+            "" if inputs == 1 else "s",
+            outcome.prompt_tokens,
+            decodes,
+            "" if decodes == 1 else "s",
+            outcome.prompt_seconds,
+            outcome.finish_reason.value,
+        )
+        if outcome.error:
+            logger.info("[%s] error: %s", request.request_id, outcome.error)
+        first = request.embed_inputs[0]
+        if not self._quiet and isinstance(first, str):
+            logger.info("[%s] input: %r", request.request_id, _preview(first))
+
+
+def _preview(text: str) -> str:
+    if len(text) <= _PREVIEW_CHARS:
+        return text
+    return "…" + text[-_PREVIEW_CHARS:]

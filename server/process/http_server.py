@@ -1,0 +1,55 @@
+"""uvicorn with Hearth's shutdown order: first end every open request, then close connections.
+
+uvicorn alone stops listening, waits a while for open responses and then cuts them, so a
+stream being generated simply stopped mid-reply (no finish reason, no `[DONE]`). Here the
+scheduler first ends every job with a shutdown outcome: each stream sends its dialect's ending
+and each waiting non-streamed request gets the 503 busy answer, and only then does uvicorn
+close the connections (which are idle by then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import uvicorn
+from fastapi import FastAPI
+
+from server.core.scheduler import Scheduler
+from server.dialects.streaming import SHUTDOWN_GRACE_SECONDS
+
+# How long open requests get to finish after shutdown began: running ones stop within a token.
+DRAIN_SECONDS = 1.5
+# uvicorn's own wait for open connections before it cancels them (after the drain): longer
+# than the grace sse-starlette gives a stream to send its ending.
+GRACEFUL_SECONDS = 3
+assert GRACEFUL_SECONDS > SHUTDOWN_GRACE_SECONDS
+_DRAIN_POLL_SECONDS = 0.02
+
+
+class HearthServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, scheduler: Scheduler) -> None:
+        super().__init__(config)
+        self._scheduler = scheduler
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._scheduler.shut_down()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_SECONDS
+        while not self._scheduler.idle() and loop.time() < deadline:
+            await asyncio.sleep(_DRAIN_POLL_SECONDS)
+        await super().shutdown(sockets)
+
+
+def http_server(app: FastAPI, host: str, port: int, log_level: str = "warning") -> HearthServer:
+    """The server for an app made by `create_app` (its scheduler is on `app.state`)."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    )
+    scheduler: Scheduler = app.state.scheduler
+    return HearthServer(config, scheduler)

@@ -1,0 +1,37 @@
+"""`hearth list-devices [--json]`: the devices a user can choose, with their memory.
+
+The launcher runs this as a child process (a broken GPU driver can crash the process that
+probes it; the launcher must survive that) and fills its Backend choice from the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+
+from server.devices.backends import gpu_backends
+from server.devices.listing import ListedDevice, listed_devices
+from server.devices.vulkan import vulkan_devices
+
+
+def list_devices() -> list[ListedDevice]:
+    backends = gpu_backends()
+    loader_devices = vulkan_devices() if "Vulkan" in backends else []
+    # Before ggml's registry exists: show it every device, software ones included.
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(d.index) for d in loader_devices)
+    from server.core.llama.ggml_devices import ggml_devices  # loads llama.cpp's libraries
+
+    return listed_devices(loader_devices, ggml_devices())
+
+
+def main(arguments: list[str]) -> int:
+    devices = list_devices()
+    if "--json" in arguments:
+        sys.stdout.write(json.dumps([asdict(device) for device in devices]) + "\n")
+    else:
+        for device in devices:
+            sys.stdout.write(device.line() + "\n")
+    sys.stdout.flush()
+    return 0

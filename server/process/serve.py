@@ -1,0 +1,230 @@
+"""`hearth` / `python -m server`: settings → model → app → uvicorn, then a clean shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from pydantic import ValidationError
+
+from server.base.netcheck import port_in_use
+from server.core.engine import Embedder, Engine, EngineError
+from server.core.engine_pool import EnginePool
+from server.devices.backends import gpu_backends
+from server.devices.rpc_endpoints import RpcAddressError, worker_endpoints
+from server.dialects.errors import describe_validation_error
+from server.dialects.model_choice import ModelChoice
+from server.models.catalog import ModelCatalog
+from server.models.fetch import downloaded_models, model_for
+from server.models.files import ModelFileError, check_gguf_file
+from server.process.app import create_app
+from server.process.console import announce_start, setup_console_logging
+from server.process.http_server import http_server
+from server.process.load_settings import load_settings
+from server.process.parent_watch import stop_when_launcher_leaves
+from server.process.rpc_supervisor import run_supervised, supervised
+from server.settings.cli import CommandLine, parse_command_line
+from server.settings.config import HearthSettings
+from server.settings.kcpps import SettingsFileError
+
+logger = logging.getLogger("hearth")
+
+EXIT_USAGE = 2
+EXIT_MODEL_FAILED = 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["list-devices"]:  # llama-server's --list-devices, as a subcommand
+        from server.process.list_devices import main as list_devices
+
+        return list_devices(arguments[1:])
+    if arguments[:1] == ["rpc-worker"]:  # llama.cpp's rpc-server, from the same libraries
+        from server.process.rpc_worker import main as rpc_worker
+
+        return rpc_worker(arguments[1:])
+    try:
+        command_line = parse_command_line(argv)
+    except SettingsFileError as exc:
+        sys.stderr.write(f"hearth: settings file {exc}\n")
+        return EXIT_USAGE
+    except ValidationError as exc:
+        sys.stderr.write(f"hearth: invalid option: {describe_validation_error(exc)}\n")
+        return EXIT_USAGE
+    settings = command_line.settings
+    if wants_launcher(command_line):
+        # Imported here: a headless server never loads Qt.
+        from app.__main__ import run_launcher
+
+        given = command_line.model_or_config_given
+        return run_launcher(settings if given else None)
+    if settings.rpc and not supervised():
+        # llama.cpp aborts a process that loses an RPC worker: serve from a child, so that
+        # this one can say which worker was lost.
+        try:
+            endpoints = worker_endpoints(settings.rpc)
+        except RpcAddressError as exc:
+            sys.stderr.write(f"hearth: {exc}\n")
+            return EXIT_USAGE
+        return run_supervised(arguments, endpoints)
+    setup_console_logging()
+    stop_when_launcher_leaves(_request_shutdown)
+    return serve(settings)
+
+
+def _request_shutdown() -> None:
+    """Stop as Stop in the launcher does: SIGTERM, which uvicorn turns into its graceful
+    shutdown. `raise_signal` rather than `os.kill`: on Windows the latter terminates at once."""
+    signal.raise_signal(signal.SIGTERM)
+
+
+def wants_launcher(command_line: CommandLine) -> bool:
+    """KoboldCpp's rule: the launcher opens when no model and no config were given, or with
+    --showgui; --skiplauncher always serves."""
+    settings = command_line.settings
+    if settings.skiplauncher:
+        return False
+    return settings.showgui or not command_line.model_or_config_given
+
+
+def serve(settings: HearthSettings) -> int:
+    """Load the model, serve until interrupted, and close the model before returning."""
+    # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.embedder import Embedder as LlamaEmbedder
+
+    if port_in_use(settings.listen_host, settings.port_param):
+        logger.error(
+            "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
+            "choose another with --port.",
+            settings.port_param,
+            settings.listen_host,
+        )
+        return EXIT_USAGE
+    try:
+        model_path = model_for(settings)
+    except ModelFileError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    try:
+        embeddings_path = embeddings_model_path(settings)
+    except ModelFileError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    try:
+        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
+    except EngineError as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_MODEL_FAILED
+    try:
+        embedder = (
+            None
+            if embeddings_path is None
+            else LlamaEmbedder.load(embeddings_path, load_settings(settings))
+        )
+    except EngineError as exc:
+        engine.close()
+        logger.error("hearth: --embeddingsmodel %s", exc)
+        return EXIT_MODEL_FAILED
+    try:
+        engine, choice = with_models(settings, model_path, engine, embedder)
+    except ModelFileError as exc:
+        engine.close()
+        if embedder is not None:
+            embedder.close()
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
+    # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
+    # default SIGTERM action would end the process before the model is closed. (While loading
+    # the default is right: there is nothing to close, and an exception raised inside
+    # llama.cpp's progress callback would be swallowed by ctypes.)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            app = create_app(settings, engine, model_choice=choice)
+            announce_start(
+                settings,
+                engine.model_name,
+                engine.chat_template.uses_model_template,
+                engine.placement,
+                gpu_backends(),
+            )
+            http_server(app, settings.listen_host, settings.port_param).run()
+    finally:
+        # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
+        engine.close()
+        choice.close()
+    logger.info("Hearth stopped.")
+    return 0
+
+
+def embeddings_model_path(settings: HearthSettings) -> Path | None:
+    """--embeddingsmodel's file, checked before anything loads (None: the chat model embeds)."""
+    if not settings.embeddingsmodel:
+        return None
+    path = Path(settings.embeddingsmodel).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"--embeddingsmodel {path}: no such model file")
+    check_gguf_file(path)
+    return path
+
+
+def with_models(
+    settings: HearthSettings, model_path: Path, engine: Engine, embedder: Embedder | None = None
+) -> tuple[EnginePool, ModelChoice]:
+    """The engine behind a pool that loads, switches and unloads models between jobs, and the
+    API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
+    there and every model downloaded into the Hugging Face cache. `embedder`: a separate
+    embeddings model (--embeddingsmodel), which then serves every embedding request."""
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.engine import ModelCard
+
+    catalog = ModelCatalog.scan(
+        model_path,
+        _folder("--modeldir", settings.modeldir),
+        downloaded_models() if settings.modeldir or settings.admin else (),
+        settings.defaultmodel,
+        _folder("--admindir", settings.admin_folder),
+    )
+    if catalog.has_model_dir:
+        logger.info("Models: %s", ", ".join(catalog.names))
+    pool = EnginePool(
+        engine.model_name,
+        engine,
+        {entry.name: entry.path for entry in catalog.entries},
+        lambda path: LlamaCppEngine.load(path, load_settings(settings)),
+        settings.maxloadedmodels,
+        embedder,
+    )
+    slots = max(1, settings.parallelrequests)
+    choice = ModelChoice(
+        catalog,
+        lambda path: ModelCard.load(path, settings.contextsize, slots),
+        engine.context_size,  # what llama.cpp made of --contextsize
+        on_added=pool.add,
+        on_removed=pool.forget,
+    )
+    return pool, choice
+
+
+def _folder(option: str, value: str | None) -> Path | None:
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ModelFileError(f"{option} {folder}: no such folder")
+    return folder
+
+
+def _interrupt(_signal: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

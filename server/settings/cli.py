@@ -1,0 +1,168 @@
+"""KoboldCpp-style command line: `hearth [model.gguf|settings.kcpps] [port] [--flags]`.
+
+Flags given on the command line win over a `--config` file; everything else comes from the
+file, then from the settings model's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.settings.config import HearthSettings
+from server.settings.kcpps import load_kcpps
+
+_SETTINGS_SUFFIXES = (".kcpps", ".kcppt")
+
+
+# KoboldCpp's flag for each setting; the settings' names are its argparse destinations.
+# Everything else about a flag (type, default, range, help) comes from HearthSettings.
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "model_param": ("--model",),
+    "hf": ("--hf", "-hf"),
+    "modeldir": ("--modeldir",),
+    "defaultmodel": ("--defaultmodel",),
+    "maxloadedmodels": ("--maxloadedmodels",),
+    "admin": ("--admin",),
+    "admindir": ("--admindir",),
+    "adminpassword": ("--adminpassword",),
+    "embeddingsmodel": ("--embeddingsmodel",),
+    "host": ("--host",),
+    "port_param": ("--port",),
+    "threads": ("--threads",),
+    "contextsize": ("--contextsize",),
+    "gpulayers": ("--gpulayers",),
+    "usevulkan": ("--usevulkan",),
+    "usecuda": ("--usecuda",),
+    "usecpu": ("--usecpu",),
+    "rpc": ("--rpc",),  # llama-server's flag
+    "tensor_split": ("--tensor_split", "--tensorsplit"),
+    "multiuser": ("--multiuser",),
+    "parallelrequests": ("--parallelrequests",),
+    "batchsize": ("--batchsize",),
+    "password": ("--password",),
+    "maxrequestsize": ("--maxrequestsize",),
+    "defaultgenamt": ("--defaultgenamt",),
+    "quiet": ("--quiet",),
+    "seed": ("--seed",),  # llama-server's flag (KoboldCpp has none)
+    "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
+    "resumegrace": ("--resumegrace",),  # Hearth's own
+    "nofastforward": ("--nofastforward",),
+    "noshift": ("--noshift",),
+    "jinja": ("--jinja",),
+    "jinja_tools": ("--jinjatools", "--jinja_tools"),
+    "launch": ("--launch",),
+    "skiplauncher": ("--skiplauncher",),
+    "showgui": ("--showgui",),
+}
+_METAVARS = {
+    "model_param": "PATH|URL",
+    "hf": "OWNER/REPO[:QUANT]",
+    "modeldir": "DIR",
+    "defaultmodel": "NAME",
+    "maxrequestsize": "MB",
+    "password": "PASSWORD",
+    "admindir": "DIR",
+    "adminpassword": "PASSWORD",
+    "embeddingsmodel": "FILE",
+    "rpc": "HOST:PORT[,HOST:PORT]",
+    "resumegrace": "SECONDS",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # SUPPRESS as the default means the namespace holds only what the user typed, which is
+    # exactly the set of values that must override a config file.
+    parser = argparse.ArgumentParser(
+        prog="hearth",
+        description="Serve a local GGUF language model to every chat client: KoboldAI, OpenAI, "
+        "Anthropic and Ollama APIs.",
+        epilog="`hearth list-devices [--json]` lists the GPUs and the CPU llama.cpp can use, "
+        "with the numbers --usevulkan takes. `hearth rpc-worker --help`: lend this machine's "
+        "devices to another Hearth (llama.cpp's RPC).",
+        argument_default=argparse.SUPPRESS,
+    )
+    # Positionals get an explicit None: argparse would otherwise run `type` on SUPPRESS.
+    parser.add_argument(
+        "model_or_config",
+        nargs="?",
+        default=None,
+        metavar="MODEL_OR_KCPPS",
+        help="GGUF model or .kcpps file",
+    )
+    parser.add_argument(
+        "port_positional", nargs="?", type=int, default=None, metavar="PORT", help="port"
+    )
+    parser.add_argument("--config", metavar="FILE.kcpps", help="load settings from a .kcpps file")
+    for name, flags in _FLAGS.items():
+        _add_setting(parser, name, flags)
+    return parser
+
+
+def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, ...]) -> None:
+    field = HearthSettings.model_fields[name]
+    description = (field.description or "").rstrip(".")
+    if field.annotation is bool:
+        parser.add_argument(*flags, dest=name, action="store_true", help=description)
+        return
+    if name == "usevulkan":  # KoboldCpp: `--usevulkan` alone means every device
+        parser.add_argument(
+            *flags, dest=name, nargs="*", type=int, metavar="ID", help=f"{description}"
+        )
+        return
+    if name == "tensor_split":  # KoboldCpp: `--tensor_split 3 1`; llama-server: `3,1`
+        parser.add_argument(*flags, dest=name, nargs="+", metavar="SHARE", help=description)
+        return
+    if name == "usecuda":  # KoboldCpp: `--usecuda [normal|lowvram] [ID] [mmq|nommq] …`
+        parser.add_argument(*flags, dest=name, nargs="*", metavar="WORD", help=description)
+        return
+    if field.annotation is not int:  # text: a path, a host, a password
+        parser.add_argument(*flags, dest=name, metavar=_METAVARS.get(name), help=description)
+        return
+    lower, upper = HearthSettings.bounds(name)
+    extra: dict[str, Any] = {}
+    if name == "multiuser":  # KoboldCpp: a bare --multiuser means the default
+        extra = {"nargs": "?", "const": field.default}
+    parser.add_argument(
+        *flags,
+        dest=name,
+        type=int,
+        metavar=_METAVARS.get(name, "N"),
+        help=f"{description} (default {field.default}; {lower} to {upper})",
+        **extra,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CommandLine:
+    settings: HearthSettings
+    model_or_config_given: bool  # KoboldCpp opens the launcher when neither was given
+
+
+def parse_command_line(argv: Sequence[str] | None = None) -> CommandLine:
+    """Parse the command line, load `--config` if given, and apply the explicit flags on top.
+
+    Raises `SettingsFileError` for an unusable config file and `pydantic.ValidationError` for
+    a flag value out of range.
+    """
+    given: dict[str, Any] = vars(build_parser().parse_args(argv))
+    config_path = given.pop("config", None)
+    positional = given.pop("model_or_config", None)
+    if positional is not None:
+        if positional.lower().endswith(_SETTINGS_SUFFIXES) and config_path is None:
+            config_path = positional
+        else:
+            given.setdefault("model_param", positional)
+    port_positional = given.pop("port_positional", None)
+    if port_positional is not None:
+        given.setdefault("port_param", port_positional)
+
+    base = load_kcpps(Path(config_path)) if config_path else HearthSettings()
+    merged = {**base.model_dump(), **given}
+    if merged.get("jinja_tools"):
+        merged["jinja"] = True  # as in KoboldCpp, Jinja for Tools turns on Use Jinja
+    given_anything = config_path is not None or "model_param" in given or "hf" in given
+    return CommandLine(HearthSettings.model_validate(merged), given_anything)

@@ -1,0 +1,253 @@
+"""The one settings model behind the command line, `.kcpps` files and the launcher.
+
+Field names are KoboldCpp's argparse destinations, which are also its `.kcpps` keys, so a file
+moves between KoboldCpp and Hearth in both directions. Keys Hearth does not use are kept
+(`extra="allow"`) and written back unchanged. Import-light on purpose: the launcher imports this
+module without pulling in the engine.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from server.base.defaults import DEFAULT_BATCH, DEFAULT_MULTIUSER
+from server.base.netcheck import is_loopback
+
+DEFAULT_PORT = 5001
+LOOPBACK_HOST = "127.0.0.1"
+
+
+class HearthSettings(BaseModel):
+    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    model_param: str | None = Field(
+        default=None, description="Path of the GGUF text model; none serves the bundled model."
+    )
+    # llama-server's -hf: a Hugging Face repository and quantization, downloaded once.
+    hf: str | None = Field(
+        default=None,
+        description="Serve owner/repo[:QUANT] from Hugging Face (default quant Q4_K_M).",
+    )
+    # Several models (issue 12, in progress): a folder of GGUFs a request's `model` picks from.
+    modeldir: str | None = Field(
+        default=None, description="Also serve every GGUF in this folder; a request's model picks."
+    )
+    defaultmodel: str | None = Field(
+        default=None, description="With --modeldir: the model serving names that match none."
+    )
+    maxloadedmodels: int = Field(
+        default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
+    )
+    # KoboldCpp's --embeddingsmodel: embedding requests use this GGUF instead of the chat model.
+    embeddingsmodel: str | None = Field(
+        default=None,
+        description="GGUF model for the embeddings routes (none: the chat model embeds).",
+    )
+    # KoboldCpp's admin mode: /api/admin/list_options and /api/admin/reload_config switch the
+    # model of a running server (Hearth switches in place instead of restarting).
+    admin: bool = Field(default=False, description="Allow switching models over the admin API.")
+    admindir: str | None = Field(
+        default=None,
+        description="Folder of .kcpps files and GGUFs the admin API may load (default: "
+        "--modeldir).",
+    )
+    adminpassword: str | None = Field(
+        default=None, description="Bearer key the admin API asks for (none: no key)."
+    )
+    host: str = Field(
+        default="",
+        description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
+    )
+    port_param: int = Field(default=DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
+    threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
+    contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
+    gpulayers: int = Field(
+        default=-1, ge=-1, le=999, description="Layers to offload to a GPU (-1: as many as fit)."
+    )
+    # KoboldCpp's backend choice. `usevulkan` is null (not chosen) or the device ids ([]: all).
+    usevulkan: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None, description="Use the Vulkan backend, on these device ids (none: all)."
+    )
+    # KoboldCpp's `usecuda`: null, or its words ["normal"|"lowvram", "<device id>"|"all",
+    # "mmq"|"nommq", "rowsplit"]; Hearth honours the device id and keeps the rest as written.
+    usecuda: list[str] | None = Field(
+        default=None, description="Use the CUDA backend ([normal] [device id]; none: all GPUs)."
+    )
+    usecpu: bool = Field(default=False, description="Run on the CPU only: offload nothing.")
+    # llama-server's --rpc (and its .kcpps key in KoboldCpp builds that have it): the devices of
+    # `hearth rpc-worker`s elsewhere take layers as if they were local GPUs.
+    rpc: str | None = Field(
+        default=None,
+        description="RPC workers (HOST:PORT[,HOST:PORT]) whose devices take layers.",
+    )
+    # KoboldCpp's `tensor_split` (llama-server's --tensor-split): the share of the offloaded
+    # layers each device takes, in llama.cpp's device order (RPC workers first, then GPUs).
+    tensor_split: list[Annotated[float, Field(ge=0.0)]] | None = Field(
+        default=None,
+        description="Share of the layers per device (RPC workers, then GPUs); none: by free "
+        "memory.",
+    )
+
+    @property
+    def cuda_device(self) -> int | None:
+        """The device id in `usecuda` (KoboldCpp writes it as a string), if one is given."""
+        return next((int(word) for word in self.usecuda or [] if word.isdigit()), None)
+
+    multiuser: int = Field(
+        default=DEFAULT_MULTIUSER,
+        ge=0,
+        le=1000,
+        description="Requests in flight, the running one included.",
+    )
+    parallelrequests: int = Field(
+        default=1, ge=0, le=32, description="Requests generated together (batching)."
+    )
+    batchsize: int = Field(default=512, ge=-1, le=4096, description="Prompt tokens per decode.")
+    password: str | None = Field(default=None, description="Bearer key for the text APIs.")
+    maxrequestsize: int = Field(
+        default=32,
+        ge=1,
+        le=1024,
+        description="Largest request body in MB; larger ones are refused with 413.",
+    )
+    defaultgenamt: int = Field(
+        default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
+    )
+    quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    # llama-server's --seed. KoboldCpp has none (each request may send its own), so `seed` is a
+    # key of Hearth's own in a .kcpps file; a file without it means a random seed per request.
+    seed: int = Field(
+        default=-1,
+        ge=-1,
+        le=2**31 - 1,
+        description="Sampling seed of requests that set none (-1: a random one for each).",
+    )
+    # Hearth's own: how long a resumable stream's generation outlives its connection
+    # (server/dialects/resumable.py). Not a KoboldCpp key; a .kcpps file without it means 30.
+    resumegrace: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Seconds a resumable stream keeps generating after its client dropped.",
+    )
+    # llama-server's --metrics. KoboldCpp has no such setting, so `metrics` is a key of
+    # Hearth's own in a .kcpps file; a file without it means off.
+    metrics: bool = Field(
+        default=False, description="Serve Prometheus metrics at /metrics (llama-server's names)."
+    )
+    noshift: bool = Field(
+        default=False,
+        description="No ContextShift: recompute a trimmed long chat instead of shifting it.",
+    )
+    nofastforward: bool = Field(
+        default=False, description="Never reuse the KV cache of a shared prompt prefix."
+    )
+    jinja: bool = Field(
+        default=False,
+        description="KoboldCpp compatibility: the model's own chat template is always used "
+        "when it has one.",
+    )
+    jinja_tools: bool = Field(
+        default=False,
+        description="Tool calls in the model's own format, streamed live when recognized.",
+    )
+    launch: bool = Field(
+        default=False, description="The launcher opens the server's page once it is ready."
+    )
+    skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
+    showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
+
+    @classmethod
+    def bounds(cls, name: str) -> tuple[int | None, int | None]:
+        """The (minimum, maximum) a numeric setting allows, as its field states them; the
+        command line's help and the launcher's fields take them from here."""
+        lower = upper = None
+        for constraint in cls.model_fields[name].metadata:
+            lower = getattr(constraint, "ge", lower)
+            upper = getattr(constraint, "le", upper)
+        return lower, upper
+
+    @field_validator(
+        "model_param",
+        "password",
+        "hf",
+        "modeldir",
+        "defaultmodel",
+        "admindir",
+        "adminpassword",
+        "embeddingsmodel",
+        "rpc",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # KoboldCpp writes "" as often as null for "not set".
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("tensor_split", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        # llama-server writes "3,1"; KoboldCpp a list ([3, 1]); [] or all zeros: not set.
+        if isinstance(value, str):
+            value = [part for part in value.replace(",", " ").split() if part]
+        if isinstance(value, list):
+            value = [part for item in value for part in _comma_parts(item)]
+            if not value or all(float(part) == 0 for part in value):
+                return None
+        return value
+
+    @field_validator("host", mode="before")
+    @classmethod
+    def _strip_host(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else ("" if value is None else value)
+
+    @property
+    def listen_host(self) -> str:
+        """The address to bind: an empty host means loopback, safer than KoboldCpp's default."""
+        return self.host or LOOPBACK_HOST
+
+    @property
+    def exposed_without_password(self) -> bool:
+        """True when other machines could reach the server and nothing guards it."""
+        return not is_loopback(self.listen_host) and not self.password
+
+    @property
+    def admin_folder(self) -> str | None:
+        """KoboldCpp's --admindir when --admin is on; Hearth's default is the model folder."""
+        if not self.admin:
+            return None
+        return self.admindir or self.modeldir
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self.maxrequestsize * 1024 * 1024
+
+    @property
+    def batch_size(self) -> int:
+        """Tokens per decode call (llama.cpp's n_batch): --batchsize, else llama.cpp's 512."""
+        return self.batchsize if self.batchsize > 0 else DEFAULT_BATCH
+
+    @property
+    def thread_count(self) -> int:
+        if self.threads > 0:
+            return self.threads
+        return max(1, min(os.cpu_count() or 1, 8))
+
+    def to_kcpps(self) -> dict[str, Any]:
+        """The `.kcpps` JSON object: known keys plus every unknown key read from a file."""
+        data = self.model_dump(mode="json")
+        data.setdefault("istemplate", False)
+        return data
+
+
+def _comma_parts(item: Any) -> list[Any]:
+    if isinstance(item, str):
+        return [part for part in item.split(",") if part.strip()]
+    return [item]
