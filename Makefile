@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run serve test fuzz lint typecheck bench compat package test-package clean
+.PHONY: install run serve test test-fast fuzz lint typecheck bench compat package test-package clean
 
 # llama.cpp's backends: auto (Vulkan + CPU when the Vulkan build tools are installed, else the
 # CPU alone, with a notice), cpu, vulkan, or cuda (needs the CUDA toolkit). Every build has RPC.
@@ -33,15 +33,23 @@ run: install
 serve: install
 	$(BIN)/hearth --skiplauncher
 
+# Style, the layers (import-linter contracts in pyproject.toml) and the size limits.
+LINTED := server app tests bench packaging compat tools
 lint: install
-	$(BIN)/ruff check server app tests bench packaging
-	$(BIN)/ruff format --check server app tests bench packaging
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_sizes.py
 
 typecheck: install
 	$(BIN)/mypy
 
 test: lint typecheck
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+# The inner loop: every test that runs no real model (under a minute).
+test-fast: install
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m "not model"
 
 # The long fuzzing run (make test runs a short one): schemathesis generates requests from the
 # server's OpenAPI schema against the real model; no 5xx, every 4xx in its dialect's shape.
