@@ -30,7 +30,8 @@ from app import settings_store
 from app.device_probe import DeviceProbe
 from app.hub_client import HubClient
 from app.paths import config_dir, presets_dir, server_command
-from app.run_view import LivePoller, PerfPoller, RunView
+from app.pollers import LivePoller, PerfPoller
+from app.run_view import RunView
 from app.server_process import ServerProcess
 from app.tabs.settings_tabs import AdminTab, ContextTab, NetworkTab, QuickLaunchTab
 from server.base.netcheck import port_in_use, url_host

@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 
 from bench.servers import THREADS, hearth_command, start_server, stop_server
-from tests.conftest import free_port, wait_until_ready
-from tests.nginx import start_nginx, stop_nginx
+from tests.support.nginx import start_nginx, stop_nginx
+from tests.support.servers import free_port, wait_until_ready
 
 PROBE = "/api/extra/version"
 PLACES_PER_REPLICA = 3

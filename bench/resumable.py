@@ -17,8 +17,8 @@ import time
 import httpx
 
 from bench.servers import hearth_command, start_server, stop_server
-from tests.conftest import free_port
-from tests.sse import SSEEvent, iter_sse
+from tests.support.servers import free_port
+from tests.support.sse import SSEEvent, iter_sse
 
 PROBE = "/api/extra/version"
 

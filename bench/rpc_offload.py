@@ -19,8 +19,8 @@ import statistics
 import httpx
 
 from bench.servers import hearth_command, start_server, stop_server
-from tests.conftest import free_port
 from tests.server.test_rpc_worker import cpu_worker
+from tests.support.servers import free_port
 
 PROBE = "/api/extra/version"
 PROMPT = "Once upon a time, in a village by the sea, there lived an old fisherman who"

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from server.process.app import create_app
 from server.settings.config import HearthSettings
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
 
 if __name__ == "__main__":
     port = int(sys.argv[1])

@@ -1,156 +1,54 @@
-"""Shared fixtures: the real server in a subprocess, and an in-process server for scripted tests.
+"""Fixtures shared by every test folder, and the hook that marks real-model tests.
 
-Both speak real HTTP on loopback. The real one runs `python -m server` exactly as a user would,
-on the bundled Gemma 3 270M model.
+Fixtures only: the helpers they are built from live in tests/support/ (servers.py: the real
+server in a subprocess and the in-process one for scripted tests; hub_server.py: the local Hub).
+A test that uses a fixture starting the real server on the bundled model (directly or through
+another fixture) is marked `model`, so `pytest -m "not model"` (`make test-fast`) runs none.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
 from server.core.engine import Engine
 from server.models.files import resolve_model_path
-from server.process.app import create_app
-from server.process.http_server import http_server
 from server.settings.config import HearthSettings
-from tests.hub_server import STORY_FILE, LocalHub, renamed_copy, serve_hub
+from tests.support.gguf_rename import renamed_copy
+from tests.support.hub_server import STORY_FILE, STORY_NAME, LocalHub, serve_hub
+from tests.support.servers import RunningServer, serve_in_thread, start_subprocess, stop_process
 
-ROOT = Path(__file__).resolve().parent.parent
-STARTUP_TIMEOUT = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# The fixtures that start `python -m server` on the real model. A test that starts one some
+# other way (its own subprocess, the launcher, a packaged build) carries the mark by hand.
+REAL_MODEL_FIXTURES = frozenset({"start_hearth", "hearth"})
 
 
-@dataclass
-class RunningServer:
-    """A Hearth server reachable at `base_url`, with what it printed so far in `output`."""
-
-    base_url: str
-    process: subprocess.Popen[str] | None = None
-    output: list[str] = field(default_factory=list)
-    output_changed: threading.Condition = field(default_factory=threading.Condition)
-    # In-process servers (serve_engine): the uvicorn server and the thread running it.
-    http: uvicorn.Server | None = None
-    thread: threading.Thread | None = None
-
-    def shut_down(self, timeout: float = 30.0) -> None:
-        """Stop an in-process server as a signal would, and wait until it has stopped."""
-        assert self.http is not None and self.thread is not None
-        self.http.should_exit = True
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the server did not stop"
-
-    def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)  # type: ignore[arg-type]
-
-    def wait_for_output(self, text: str, timeout: float = 10.0, after: int = 0) -> str:
-        """Block until a printed line (from line `after` on) contains `text`; return it."""
-        deadline = time.monotonic() + timeout
-        with self.output_changed:
-            while True:
-                for line in self.output[after:]:
-                    if text in line:
-                        return line
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"server never printed {text!r}:\n" + "".join(self.output))
-                self.output_changed.wait(remaining)
-
-
-def _pump_output(server: RunningServer) -> None:
-    assert server.process is not None and server.process.stdout is not None
-    for line in server.process.stdout:
-        with server.output_changed:
-            server.output.append(line)
-            server.output_changed.notify_all()
-
-
-def wait_until_ready(base_url: str, process: subprocess.Popen[str] | None = None) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} during startup")
-        try:
-            if httpx.get(f"{base_url}/api/extra/version", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)  # a readiness poll, not a test assertion
-    raise RuntimeError("server did not become ready")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # `fixturenames` is the closure: fixtures of fixtures count too.
+        if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(scope="session")
 def start_hearth() -> Iterator[Callable[..., RunningServer]]:
-    """Start `python -m server` with extra flags; every server started is stopped at the end."""
+    """Start `python -m server` with extra flags (tests/support/servers.start_subprocess);
+    every server started is stopped at the end of the session."""
     started: list[RunningServer] = []
 
     def start(
         args: Sequence[str] = (), *, env: dict[str, str] | None = None, stdin: int | None = None
     ) -> RunningServer:
-        """`env` adds environment variables; `stdin=subprocess.PIPE` gives the server a stdin
-        pipe (as the launcher does), at `server.process.stdin`."""
-        port = free_port()
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        command = [
-            sys.executable,
-            "-m",
-            "server",
-            "--skiplauncher",
-            "--port",
-            str(port),
-            "--contextsize",
-            "4096",
-            *args,
-        ]
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=environment,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-        )
-        server = RunningServer(f"http://127.0.0.1:{port}", process)
-        threading.Thread(target=_pump_output, args=(server,), daemon=True).start()
+        server = start_subprocess(args, env=env, stdin=stdin)
         started.append(server)
-        wait_until_ready(server.base_url, process)
         return server
 
     yield start
     for server in started:
         stop_process(server)
-
-
-def stop_process(server: RunningServer) -> int:
-    assert server.process is not None
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGINT)
-        try:
-            server.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
-    return server.process.returncode
 
 
 @pytest.fixture(scope="session")
@@ -161,8 +59,9 @@ def hearth(start_hearth: Callable[[Sequence[str]], RunningServer]) -> RunningSer
 
 @pytest.fixture
 def serve_engine() -> Iterator[Callable[..., RunningServer]]:
-    """Run create_app(settings, engine) under uvicorn in a thread, on a free loopback port."""
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    """Run create_app(settings, engine) under uvicorn in a thread, on a free loopback port
+    (tests/support/servers.serve_in_thread); each one still running is stopped after the test."""
+    servers: list[RunningServer] = []
 
     def serve(
         engine: Engine,
@@ -170,39 +69,38 @@ def serve_engine() -> Iterator[Callable[..., RunningServer]]:
         keepalive_seconds: float = 5.0,
         **app_options: Any,
     ) -> RunningServer:
-        port = free_port()
-        app = create_app(
-            settings or HearthSettings(),
-            engine,
-            keepalive_seconds=keepalive_seconds,
-            **app_options,
-        )
-        server = http_server(app, "127.0.0.1", port)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        base_url = f"http://127.0.0.1:{port}"
-        wait_until_ready(base_url)
-        return RunningServer(base_url, http=server, thread=thread)
+        server = serve_in_thread(engine, settings, keepalive_seconds, **app_options)
+        servers.append(server)
+        return server
 
     yield serve
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(timeout=10)
+    for server in servers:
+        assert server.http is not None and server.thread is not None
+        server.http.should_exit = True
+        server.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def bundled() -> Path:
+    """The bundled GGUF's path (assembled on first use). Reading its header or bytes is quick;
+    a test that loads it into llama.cpp goes through `hearth`/`start_hearth` instead."""
+    return resolve_model_path(None)
 
 
 @pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, story_model: Path) -> Iterator[LocalHub]:
-    """A local stand-in for the Hugging Face Hub (tests/hub_server.py) with repositories made
-    of the bundled model and its renamed copy; huggingface_hub points at it for this test."""
-    local = serve_hub(resolve_model_path(None), tmp_path, monkeypatch, story_model)
+def hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bundled: Path, story_model: Path
+) -> Iterator[LocalHub]:
+    """A local stand-in for the Hugging Face Hub (tests/support/hub_server.py) with repositories
+    made of the bundled model and its renamed copy; huggingface_hub points at it for this test."""
+    local = serve_hub(bundled, tmp_path, monkeypatch, story_model)
     yield local
     local.stop()
 
 
 @pytest.fixture(scope="session")
-def story_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled GGUF with another `general.name` (tests/hub_server.renamed_copy): a second
-    model for the hub tests, made once per session (~15 s on 2 cores)."""
+def story_model(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
+    """The bundled GGUF with another `general.name` (tests/support/gguf_rename.py): a second
+    model for the hub tests, made once per session (a header rewrite and a copy: ~1 s)."""
     folder = tmp_path_factory.mktemp("story-model")
-    return renamed_copy(resolve_model_path(None), folder / STORY_FILE)
+    return renamed_copy(bundled, folder / STORY_FILE, STORY_NAME)

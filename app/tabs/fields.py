@@ -1,16 +1,13 @@
-"""Form building blocks shared by the settings tabs: labelled fields with a tooltip, a valid
-range, and an error label beside each field for values the settings model rejects."""
+"""Widgets the settings tabs are built of: a number field with the settings model's range, a
+line of text, a path with a Browse… button; and the style of an error beside a field."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from PySide6.QtWidgets import (
-    QCheckBox,
     QFileDialog,
-    QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QSpinBox,
@@ -20,52 +17,6 @@ from PySide6.QtWidgets import (
 from server.settings.config import HearthSettings
 
 ERROR_STYLE = "color: #b3261e;"
-
-
-class SettingsForm(QWidget):
-    """A tab: a form of fields, each with an error label keyed by its settings name."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._layout = QFormLayout(self)
-        self._errors: dict[str, QLabel] = {}
-
-    def add_row(self, key: str, label: str, field: QWidget, tooltip: str) -> None:
-        field.setToolTip(tooltip)
-        error = QLabel()
-        error.setStyleSheet(ERROR_STYLE)
-        error.setWordWrap(True)
-        error.hide()
-        self._errors[key] = error
-        row = QHBoxLayout()
-        row.addWidget(field, 1)
-        row.addWidget(error, 1)
-        caption = QLabel(label)
-        caption.setToolTip(tooltip)
-        self._layout.addRow(caption, row)
-
-    def add_check(self, key: str, label: str, tooltip: str) -> QCheckBox:
-        box = QCheckBox(label)
-        self.add_row(key, "", box, tooltip)
-        return box
-
-    def show_error(self, key: str, message: str) -> bool:
-        """Show `message` beside the field for `key`; False if this tab has no such field."""
-        label = self._errors.get(key)
-        if label is None:
-            return False
-        label.setText(message)
-        label.show()
-        return True
-
-    def clear_errors(self) -> None:
-        for label in self._errors.values():
-            label.clear()
-            label.hide()
-
-    def error_text(self, key: str) -> str:
-        label = self._errors.get(key)
-        return label.text() if label is not None and not label.isHidden() else ""
 
 
 def spin_box(

@@ -54,7 +54,7 @@ def hub_screenshots(window: MainWindow) -> None:
     from huggingface_hub import constants
 
     from server.models.files import resolve_model_path
-    from tests.hub_server import HubRepo, LocalHub
+    from tests.support.hub_server import HubRepo, LocalHub
 
     model = resolve_model_path(None)
     hub = LocalHub(seconds_per_chunk=0.05)

@@ -17,4 +17,5 @@ def packaged() -> bool:
 def root_dir() -> Path:
     """The folder holding `resources/` and `presets/` (and, packaged, `models/`)."""
     bundle = getattr(sys, "_MEIPASS", None)
-    return Path(bundle) if bundle else Path(__file__).resolve().parent.parent
+    # server/base/bundle.py → the checkout's root, two folders above `server/`.
+    return Path(bundle) if bundle else Path(__file__).resolve().parents[2]

@@ -10,6 +10,10 @@ Other threads may read `loading`, `current_name` and `loaded_names` (plain attri
 /api/extra/perf. With a separate embeddings model (--embeddingsmodel), embedding requests go to
 it and never load or switch a chat model (`embeds_apart`).
 
+The scheduler always works on a pool: a server given one engine without a catalog (a scripted
+engine in tests) gets a pool of one (`EnginePool.of_one`), which runs every job on that engine
+whatever model the job names and never unloads it, since nothing could load it again.
+
 The API side must not reach into the pool's engines (they may be closed between two calls):
 requests are planned with each model's vocabulary (server/core/llama/model.Vocabulary).
 """
@@ -23,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
@@ -57,6 +61,17 @@ class EnginePool:
         self._expires_at: dict[str, float] = {}  # keep_alive deadlines (time.monotonic)
         self.loading: str | None = None  # the model being loaded now, for perf
         self._unloaded_decodes = DecodeCounts()  # of the engines closed so far, for /metrics
+        # Engines of one kind: when the first counts its decodes, so do those loaded later.
+        self._counts_decodes = isinstance(first, CountsDecodes)
+        self._only_one = False  # a pool of one (`of_one`): no catalog to load from
+
+    @classmethod
+    def of_one(cls, engine: Engine) -> EnginePool:
+        """A pool holding just `engine`, with no catalog: every job runs on it, whatever model
+        it names, and it stays loaded (keep_alive and unloading do not apply to it)."""
+        pool = cls(engine.model_name, engine, {}, _cannot_load)
+        pool._only_one = True
+        return pool
 
     @property
     def current(self) -> Engine:
@@ -79,7 +94,7 @@ class EnginePool:
     def use(self, name: str | None) -> None:
         """Make `name` the current model, loading it (and evicting) when needed. None: the
         current model (loaded again if it was unloaded)."""
-        name = name or self._current_name
+        name = self._name_for(name)
         if name in self._loaded:
             self._loaded.move_to_end(name)
             self._current_name = name
@@ -113,10 +128,24 @@ class EnginePool:
         return self._embedder is not None and bool(request.embed_inputs)
 
     def needs_load(self, name: str | None) -> bool:
-        return (name or self._current_name) not in self._loaded
+        return self._name_for(name) not in self._loaded
+
+    def switch_needed(self, name: str | None) -> bool:
+        """Whether a job naming `name` (None: the current model) needs a model loaded or
+        another model made current before it can run (never, in a pool of one)."""
+        if self._only_one:
+            return False
+        return self.needs_load(name) or (name is not None and name != self.current_name)
+
+    def _name_for(self, name: str | None) -> str:
+        """The model a job naming `name` runs on."""
+        return self._current_name if self._only_one or not name else name
 
     def unload(self, name: str | None = None) -> list[str]:
-        """Close `name` (None: every loaded model); the names closed."""
+        """Close `name` (None: every loaded model); the names closed. A pool of one keeps its
+        engine: nothing could load it again."""
+        if self._only_one:
+            return []
         names = [n for n in self._loaded if name is None or n == name]
         for closing in names:
             self._close(closing, self._loaded.pop(closing))
@@ -139,7 +168,9 @@ class EnginePool:
 
     def keep_alive(self, name: str, seconds: float) -> None:
         """After a job on `name` that asked for it: unload once idle for `seconds` (negative:
-        never; 0: as soon as no waiting job needs it)."""
+        never; 0: as soon as no waiting job needs it). A pool of one never unloads."""
+        if self._only_one:
+            return
         if not seconds >= 0 or math.isinf(seconds):  # negative, NaN or infinite: never
             self._expires_at.pop(name, None)
         else:
@@ -184,9 +215,12 @@ class EnginePool:
             self._current_name = next(reversed(self._loaded))
 
     @property
-    def decode_counts(self) -> DecodeCounts:
+    def decode_counts(self) -> DecodeCounts | None:
         """Decodes of every model since the server started, unloaded ones included (any
-        thread: the engines list is copied at once, each count is a plain integer)."""
+        thread: the engines list is copied at once, each count is a plain integer); None
+        when the engines do not count them (a scripted one)."""
+        if not self._counts_decodes:
+            return None
         total = self._unloaded_decodes
         for engine in list(self._loaded.values()):
             if isinstance(engine, CountsDecodes):
@@ -241,15 +275,14 @@ class EnginePool:
             return self._embedder.embed(request, cancelled)
         return self.current.generate(request, cancelled)
 
+    # The scheduler batches only when the first engine has parallel slots, and every engine
+    # of a pool is loaded alike. A cast, not an isinstance: checking a runtime Protocol reads
+    # every one of its attributes, which would cost tens of microseconds at every step.
     def start_sequence(self, request: GenerationRequest, cancelled: threading.Event) -> object:
-        engine = self.current
-        assert isinstance(engine, BatchEngine)
-        return engine.start_sequence(request, cancelled)
+        return cast(BatchEngine, self.current).start_sequence(request, cancelled)
 
     def step(self) -> list[tuple[object, EngineReport]]:
-        engine = self.current
-        assert isinstance(engine, BatchEngine)
-        return engine.step()
+        return cast(BatchEngine, self.current).step()
 
     def close(self) -> None:
         for engine in self._loaded.values():
@@ -258,3 +291,7 @@ class EnginePool:
         if self._embedder is not None:
             self._embedder.close()
             self._embedder = None
+
+
+def _cannot_load(path: Path) -> Engine:
+    raise EngineError(f"{path}: this server serves one model and loads no other")

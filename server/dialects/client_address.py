@@ -1,6 +1,6 @@
 """The address of the client a request came from, where the request's code cannot see it.
 
-`respond.submit` records who asked on each `GenerationRequest` (for the launcher's live view)
+`admission.submit` records who asked on each `GenerationRequest` (for the launcher's live view)
 without every route passing the HTTP request down: a pure ASGI middleware puts the address in
 a context variable for the request's task, which the handler (and any task it starts) reads.
 A pure ASGI middleware, not Starlette's `BaseHTTPMiddleware`, so streams are left alone.

@@ -2,7 +2,7 @@
 reading engine events back as dialect-neutral chat events and a finished answer.
 
 Each adapter only maps its wire fields onto these calls, so templates, tool calls and stop
-strings behave identically whichever API a client speaks; `respond.py` then answers the plan.
+strings behave identically whichever API a client speaks; `serving.py` then answers the plan.
 """
 
 from __future__ import annotations
@@ -145,14 +145,9 @@ def plan_chat(
         else:
             rendered = template.render(messages, tools if offer_tools else (), end=end)
         if offer_tools and live_tags is None:
-            schema = tool_call_schema(tools, tool_choice.name)
-            sampling = replace(
-                sampling, temperature=min(sampling.temperature, _TOOL_CALL_MAX_TEMPERATURE)
+            schema, sampling, decision_prompt = _bound_tool_call(
+                template, messages, tools, tool_choice, sampling
             )
-            if tool_choice.mode is ToolChoiceMode.AUTO and tool_choice.name is None:
-                decision_prompt = template.render(
-                    messages, tools, extra_user_turn=TOOL_DECISION_QUESTION
-                ).prompt
     except ChatTemplateError as exc:
         raise APIError(400, str(exc), dialect=dialect) from None
     user_stops = tuple(s for s in stop if s)
@@ -167,6 +162,24 @@ def plan_chat(
         schema_decision_prompt=decision_prompt,
     )
     return ChatPlan(generation, user_stops, offer_tools and live_tags is None, live_tags)
+
+
+def _bound_tool_call(
+    template: ChatTemplate,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    sampling: SamplingParams,
+) -> tuple[dict[str, Any], SamplingParams, str | None]:
+    """A reply that is a grammar-bound tool call: the call's JSON schema, the sampling for it,
+    and, for "auto", the hidden prompt asking the model whether it needs a tool at all."""
+    schema = tool_call_schema(tools, tool_choice.name)
+    sampling = replace(sampling, temperature=min(sampling.temperature, _TOOL_CALL_MAX_TEMPERATURE))
+    decision_prompt = None
+    if tool_choice.mode is ToolChoiceMode.AUTO and tool_choice.name is None:
+        extra = TOOL_DECISION_QUESTION
+        decision_prompt = template.render(messages, tools, extra_user_turn=extra).prompt
+    return schema, sampling, decision_prompt
 
 
 @dataclass(frozen=True, slots=True)

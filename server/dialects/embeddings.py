@@ -1,21 +1,23 @@
 """Embedding requests, whichever dialect asked: one request type, the queue, the vectors back.
 
-Each dialect's route (`server/dialects/<dialect>/embeddings.py`) reads its body and writes its
-answer; here, once: which model embeds (the separate `--embeddingsmodel`, else the model the
-body names, loaded as a generation would load it), taking a queue place (503 when full),
-waiting while watching for the client to leave, and turning a failed job into the dialect's
-error (400 for an input the model cannot take, 503 at shutdown, 500 otherwise).
+Each dialect's route (`server/dialects/<dialect>/embeddings.py`) says what its body asks
+(`EmbeddingAsk`) and how its answer looks, and registers it with `embedding_route`; here,
+once: the dimensions check, which model embeds (the separate `--embeddingsmodel`, else the
+model the body names, loaded as a generation would load it), taking a queue place (503 when
+full), waiting while watching for the client to leave, and turning a failed job into the
+dialect's error (400 for an input the model cannot take, 503 at shutdown, 500 otherwise).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fastapi import Request
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 
 from server.core.job import Job
 from server.core.scheduler import Scheduler
@@ -26,12 +28,13 @@ from server.core.types import (
     GenerationOutcome,
     GenerationRequest,
 )
+from server.dialects.admission import named_model, on_model, submit
 from server.dialects.common import new_id
 from server.dialects.deps import ModelInfo
 from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.model_files import read_model_file
-from server.dialects.respond import named_model, submit
-from server.dialects.streaming import ClientDisconnectedError, unless_disconnected
+from server.dialects.routing import Body, Served, json_route
+from server.dialects.streaming import unless_disconnected
 from server.models.files import model_display_name
 from server.settings.config import HearthSettings
 
@@ -50,6 +53,61 @@ class Embedded:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingAsk:
+    """What an embedding body asks, in every dialect's terms, and how its answer looks."""
+
+    inputs: Sequence[EmbedInput]
+    model: str | None
+    truncate: bool  # cut an input longer than the model takes (else refuse it)
+    id_prefix: str
+    answer: Callable[[Embedded], Mapping[str, Any]]
+    keep_alive: float | None = None
+    dimensions: int | None = None  # the vectors' length the body asks for (checked, never cut)
+    # Ollama's empty input: the request only loads its model (unloads it with keep_alive 0);
+    # the answer, given the model's name.
+    model_only_answer: Callable[[str], Mapping[str, Any]] | None = None
+
+
+def embedding_route(
+    router: APIRouter,
+    path: str,
+    body_model: type[Body],
+    answer: Any,
+    dialect: Dialect,
+    *,
+    name: str | None = None,
+) -> Callable[[Callable[[Body], EmbeddingAsk]], Callable[[Body], EmbeddingAsk]]:
+    """Register an embedding endpoint at `path` answering what the decorated function reads
+    in its body. `answer` documents the answer's shape."""
+
+    def register(asked: Callable[[Body], EmbeddingAsk]) -> Callable[[Body], EmbeddingAsk]:
+        async def handler(body: Body, served: Served) -> Response:
+            ask = asked(body)
+            route = EmbeddingRoute(
+                served.request, served.scheduler, served.settings, served.model, dialect
+            )
+            await route.check_dimensions(ask.dimensions, ask.model)
+            if ask.model_only_answer is not None:
+                loaded = await route.load_only(ask.model, ask.keep_alive)
+                return JSONResponse(ask.model_only_answer(loaded))
+            embedded = await route.embed(
+                ask.inputs,
+                model=ask.model,
+                truncate=ask.truncate,
+                id_prefix=ask.id_prefix,
+                keep_alive=ask.keep_alive,
+            )
+            return JSONResponse(ask.answer(embedded))
+
+        json_route(router, path, body_model, dialect, answer=answer, name=name or asked.__name__)(
+            handler
+        )
+        return asked
+
+    return register
+
+
+@dataclass(frozen=True, slots=True)
 class EmbeddingRoute:
     """What every embedding endpoint takes from the app besides its body."""
 
@@ -65,7 +123,7 @@ class EmbeddingRoute:
         otherwise the model the body names (the dialect's 404 if none matches)."""
         if self.settings.embeddingsmodel:
             return None, model_display_name(Path(self.settings.embeddingsmodel).expanduser())
-        info = await named_model(self.request, self.scheduler, self.served, name, self.dialect)
+        info = await named_model(self.request, self.scheduler, name, self.dialect)
         return info, info.name
 
     async def embedding_size(self, name: str | None) -> int | None:
@@ -98,8 +156,8 @@ class EmbeddingRoute:
         truncate: bool,
         id_prefix: str,
         keep_alive: float | None = None,
-    ) -> Embedded | None:
-        """Embed `inputs` in order; None when the client left before the answer."""
+    ) -> Embedded:
+        """Embed `inputs` in order."""
         started = time.perf_counter()
         check_inputs(inputs, self.dialect)
         info, name = await self.model(model)
@@ -112,10 +170,7 @@ class EmbeddingRoute:
             keep_alive=keep_alive,
         )
         job = self._submit(generation, info)
-        try:
-            event, outcome = await unless_disconnected(self.request, _embeddings_of(self, job))
-        except ClientDisconnectedError:
-            return None
+        event, outcome = await unless_disconnected(self.request, _embeddings_of(self, job))
         self._raise_if_failed(outcome)
         if event is None:  # pragma: no cover - the engine contract: vectors before success
             raise APIError(500, "the model gave no embeddings", ErrorKind.SERVER, self.dialect)
@@ -136,8 +191,8 @@ class EmbeddingRoute:
         return name
 
     def _submit(self, generation: GenerationRequest, info: ModelInfo | None) -> Job:
-        if info is not None and self.request.app.state.model_choice is not None:
-            generation = dataclasses.replace(generation, model=info.name)
+        if info is not None:
+            generation = on_model(info, generation)
         return submit(self.scheduler, info or self.served, generation, self.dialect)
 
     def _raise_if_failed(self, outcome: GenerationOutcome) -> None:

@@ -61,7 +61,8 @@ class SchedulerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         reading = self._scheduler.take_metrics()
-        yield from _llama_server_metrics(reading)
+        yield from _llama_server_counters(reading)
+        yield from _llama_server_gauges(reading)
         yield from _hearth_metrics(reading)
 
 
@@ -72,71 +73,77 @@ def metrics_registry(scheduler: Scheduler) -> CollectorRegistry:
     return registry
 
 
-def _llama_server_metrics(reading: MetricsReading) -> Iterator[Metric]:
+def _counter(name: str, help_text: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"llamacpp:{name}", help_text, value=value)
+
+
+def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"llamacpp:{name}", help_text, value=value)
+
+
+def _llama_server_counters(reading: MetricsReading) -> Iterator[Metric]:
     counters = reading.counters
     decodes = reading.decodes or DecodeCounts()
-
-    def counter(name: str, help_text: str, value: float) -> CounterMetricFamily:
-        return CounterMetricFamily(f"llamacpp:{name}", help_text, value=value)
-
-    def gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
-        return GaugeMetricFamily(f"llamacpp:{name}", help_text, value=value)
-
-    yield counter(
+    yield _counter(
         "prompt_tokens_total",
         "Number of prompt tokens processed, excluding cached tokens",
         counters.prompt.tokens,
     )
-    yield counter(
+    yield _counter(
         "prompt_tokens_cached_total",
         "Number of prompt tokens reused from the cache",
         counters.prompt_cached_tokens,
     )
-    yield counter(
+    yield _counter(
         "prompt_seconds_total", "Total time spent processing prompts", counters.prompt.seconds
     )
-    yield counter(
+    yield _counter(
         "tokens_predicted_total",
         "Number of generation tokens processed",
         counters.predicted.tokens,
     )
-    yield counter(
+    yield _counter(
         "tokens_predicted_seconds_total",
         "Total time spent generating tokens",
         counters.predicted.seconds,
     )
-    yield counter("n_decode_total", "Total number of llama_decode() calls", decodes.calls)
-    yield counter(
+    yield _counter("n_decode_total", "Total number of llama_decode() calls", decodes.calls)
+    yield _counter(
         "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0
     )
-    yield counter(
+    yield _counter(
         "spec_decode_num_accepted_tokens_total",
         "Speculative: Total draft tokens accepted by the target model",
         0,
     )
-    yield counter(
+    yield _counter(
         "spec_decode_num_drafts_total",
         "Speculative: Total speculative decoding verification steps",
         0,
     )
-    yield gauge(
+
+
+def _llama_server_gauges(reading: MetricsReading) -> Iterator[Metric]:
+    counters = reading.counters
+    decodes = reading.decodes or DecodeCounts()
+    yield _gauge(
         "n_tokens_max",
         "Largest observed sequence length (prompt + generation)",
         counters.longest_sequence,
     )
-    yield gauge(
+    yield _gauge(
         "prompt_tokens_seconds",
         "Average prompt throughput in tokens/s",
         counters.prompt_window.per_second(),
     )
-    yield gauge(
+    yield _gauge(
         "predicted_tokens_seconds",
         "Average generation throughput in tokens/s",
         counters.predicted_window.per_second(),
     )
-    yield gauge("requests_processing", "Number of requests processing", reading.running)
-    yield gauge("requests_deferred", "Number of requests deferred", reading.waiting)
-    yield gauge(
+    yield _gauge("requests_processing", "Number of requests processing", reading.running)
+    yield _gauge("requests_deferred", "Number of requests deferred", reading.waiting)
+    yield _gauge(
         "n_busy_slots_per_decode",
         "Average number of busy slots per llama_decode() call",
         decodes.busy_slots / max(decodes.calls, 1),

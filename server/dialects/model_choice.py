@@ -5,6 +5,10 @@ model folder an unknown name is the dialect's 404, without one every name is the
 A request without a name goes to the model loaded now. Each model is planned with its own card
 (tokenizer, chat template: a vocab-only load made on first use and kept), never with the
 engine, which the scheduler's worker may be swapping or may have unloaded.
+
+A server always has a model choice: one of a single engine that no pool switches (a scripted
+stand-in) is `ModelChoice.only(info)`, which names that model whatever a request asks for,
+lists it alone and switches nothing.
 """
 
 from __future__ import annotations
@@ -41,17 +45,49 @@ class ModelChoice:
     on_removed: Callable[[str], None] | None = None  # …and about one deleted
     cards: dict[str, tuple[ModelInfo, Card]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The one model of a server whose engine no pool switches (the catalog is then empty).
+    sole: ModelInfo | None = None
+
+    @classmethod
+    def only(cls, info: ModelInfo) -> ModelChoice:
+        """The choice of a server of one model that cannot switch: every name is `info`."""
+        return cls(ModelCatalog(), _no_card, info.context_size, sole=info)
+
+    @property
+    def switches_models(self) -> bool:
+        return self.sole is None
 
     async def info_for(
         self, requested: str | None, dialect: Dialect, loaded: str | None = None
     ) -> ModelInfo:
         """The model a request names, by the catalog's rules; `loaded`: the model serving now
         (or being loaded), which gets requests without a name."""
+        if self.sole is not None:
+            return self.sole
+        entry = self._entry(requested, loaded, dialect)
+        async with self.lock:  # one vocab-only load per model, even when asked at once
+            return await asyncio.to_thread(self._card_info, entry)
+
+    def named(
+        self, requested: str | None, dialect: Dialect, loaded: str | None = None
+    ) -> tuple[str, Path | None]:
+        """The name and file of the model a request names, without loading its card."""
+        if self.sole is not None:
+            return self.sole.name, self.sole.path
+        entry = self._entry(requested, loaded, dialect)
+        return entry.name, entry.path
+
+    def listed(self) -> list[tuple[str, Path | None]]:
+        """(name, file) of each model the listing endpoints name."""
+        if self.sole is not None:
+            return [(self.sole.name, self.sole.path)]
+        return [(entry.name, entry.path) for entry in self.catalog.entries]
+
+    def _entry(self, requested: str | None, loaded: str | None, dialect: Dialect) -> CatalogEntry:
         entry = self.catalog.resolve(requested, loaded)
         if entry is None:
             raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, dialect)
-        async with self.lock:  # one vocab-only load per model, even when asked at once
-            return await asyncio.to_thread(self._card_info, entry)
+        return entry
 
     def served_info(self, placement: Placement) -> ModelInfo:
         """The served model's info on its card (loaded now), for the routes that describe or
@@ -98,3 +134,7 @@ class ModelChoice:
         for _info, card in self.cards.values():
             card.close()
         self.cards.clear()
+
+
+def _no_card(path: Path) -> Card:
+    raise RuntimeError(f"a server of one model loads no other's card ({path})")

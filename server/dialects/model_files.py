@@ -12,19 +12,16 @@ from pathlib import Path
 
 from fastapi import Request
 
-from server.dialects.deps import ModelInfo
 from server.dialects.model_choice import ModelChoice
 from server.models.gguf import GGUFFormatError, GGUFSummary, file_sha256, gguf_summary
 
 logger = logging.getLogger(__name__)
 
 
-def listed_models(request: Request, served: ModelInfo) -> list[tuple[str, Path | None]]:
+def listed_models(request: Request) -> list[tuple[str, Path | None]]:
     """(name, file) of each listed model: every model of --modeldir, else the served one."""
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is None:
-        return [(served.name, served.path)]
-    return [(entry.name, entry.path) for entry in choice.catalog.entries]
+    choice: ModelChoice = request.app.state.model_choice
+    return choice.listed()
 
 
 async def read_model_file(path: Path | None, with_digest: bool) -> tuple[GGUFSummary, str] | None:

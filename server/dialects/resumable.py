@@ -25,14 +25,17 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
+from server.dialects.common import ChatPlan, new_id
 from server.dialects.deps import key_required
 from server.dialects.errors import APIError, Dialect, ErrorKind
 from server.dialects.streaming import KEEPALIVE_BYTES, encode_event, sse_bytes_response
+from server.dialects.wire import SSEFormat, WireFormat
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +267,42 @@ def stream_response(
 def wants_resumable(request: Request) -> bool:
     """The header form of the opt-in, which every SSE route accepts."""
     return request.headers.get("x-hearth-resumable", "").strip().lower() in {"1", "true", "yes"}
+
+
+def resumable_names(request: Request, plan: ChatPlan, wire: WireFormat[Any]) -> list[str] | None:
+    """What a resumable stream will be fetched by (None: this wire cannot be resumed, as only
+    SSE streams are), refused with a 400 before any work if a running stream has a name."""
+    if not isinstance(wire, SSEFormat):
+        return None
+    names = _stream_names(plan, wire)
+    request.app.state.resumable_streams.check_names(names, wire.dialect)
+    return names
+
+
+def _stream_names(plan: ChatPlan, wire: WireFormat[Any]) -> list[str]:
+    """What a resumable stream is fetched by: the id its events carry (OpenAI's and
+    Anthropic's response id), and the client's genkey (KoboldAI's name for a generation)."""
+    generation = plan.generation
+    genkey = [generation.genkey] if generation.genkey else []
+    if wire.dialect is Dialect.KOBOLD and genkey and url_safe(generation.genkey):
+        return genkey
+    # The first name goes in the header and the resume URL, so it must be URL-safe; KoboldAI's
+    # own request ids are counted, so guessable: a random name stands in for them.
+    first = new_id("kai-stream-") if wire.dialect is Dialect.KOBOLD else generation.request_id
+    return [first, *genkey]
+
+
+def retained(
+    request: Request,
+    names: Sequence[str],
+    dialect: Dialect,
+    bursts: AsyncIterator[Sequence[ServerSentEvent] | None],
+    stop_generation: Callable[[], None],
+) -> Response:
+    """A resumable stream: retained from its first event, this connection its first reader."""
+    streams: ResumableStreams = request.app.state.resumable_streams
+    stream = streams.open(names, dialect, bursts, stop_generation)
+    return stream_response(streams, stream, -1, request.app.state.keepalive_seconds)
 
 
 @router.get(

@@ -38,11 +38,21 @@ _NO_PERIODIC_PING = 24 * 3600
 # server's own graceful-shutdown wait (server/process/http_server.py).
 SHUTDOWN_GRACE_SECONDS = 2.5
 
+# nginx's "client closed request": the status of an answer nobody is left to read.
+CLIENT_GONE_STATUS = 499
+
 T = TypeVar("T")
 
 
 class ClientDisconnectedError(Exception):
-    """The client left before a non-streamed answer was ready."""
+    """The client left before a non-streamed answer was ready (`unless_disconnected`).
+
+    Raised from wherever the wait was and answered by `client_gone_handler`, which the app
+    registers, so no route checks for it."""
+
+
+async def client_gone_handler(_request: Request, _exc: Exception) -> Response:
+    return Response(status_code=CLIENT_GONE_STATUS)
 
 
 def ndjson_response(

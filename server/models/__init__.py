@@ -1,7 +1,17 @@
-"""Model files: reading a GGUF header (`gguf`), the memory a model needs and the layers that
-fit (`memory`), the bundled model and split files (`files`), the models a server can serve
-(`catalog`), downloads (`fetch`) and Hugging Face search (`hub`).
+"""Model files, read without llama.cpp.
 
-May import: `server.base`, `server.settings`. Never the core, the dialects or llama_cpp: the
-launcher reads model files through this layer without loading llama.cpp.
+- A GGUF header: `gguf_header` parses and checks it; `gguf` says what it means (architecture,
+  size, quantization, chat template) and remembers each file's SHA-256.
+- `memory`: the memory a model needs and the layers that fit (GPU Layers "Auto").
+- `files`: the model file to load (the user's, or the bundled one, assembled once) and the
+  checks and names of model files (split parts, display names, `ModelFileError`).
+- `catalog`: the models a server can serve (`--modeldir`, `--admindir`, the Hub cache).
+- From the network: `fetch.model_for` (`--hf`, model URLs) over `hub_names` (references and
+  which files a quantization is), `hub_request` (one Hub request, failures as one sentence),
+  `hub_files` (the Hub's cache: download, list, delete) and `download` (resumable HTTP);
+  `hub` is the launcher's Hub search.
+
+May import: `server.base`, `server.settings`, and gguf, huggingface_hub and httpx. Never the
+core, the dialects, the process or llama_cpp: the launcher reads model files through this
+layer without loading llama.cpp.
 """

@@ -2,15 +2,16 @@
 GGUF files with their size and quantization (a split model's parts shown as one entry).
 
 Qt-free; the launcher runs these on a worker thread (app/hub_client.py). Failures are
-`ModelFileError` sentences (see server/models/fetch.py).
+`ModelFileError` sentences (server/models/hub_request.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.models.fetch import hub_call, quants_in
 from server.models.files import SPLIT_PART
+from server.models.hub_names import quants_in
+from server.models.hub_request import hub_call
 
 SEARCH_LIMIT = 50
 

@@ -1,6 +1,11 @@
-"""The running process: `serve` (settings → models → app → uvicorn), the app factory (`app`),
-the HTTP server's shutdown order, the console, the watch on the launcher, and the RPC worker
-and supervisor.
+"""The running process: `serve` (the `hearth` command: settings → models → app → uvicorn),
+the app factory (`app`), the HTTP server's shutdown order (`http_server`), the console
+(`console`), the watch on the launcher (`parent_watch`), the edge from the settings model to the
+core's `LoadSettings` (`load_settings`), and the subcommands `hearth list-devices`
+(`list_devices`) and `hearth rpc-worker` (`rpc_worker`) with the parent that supervises a
+server using RPC workers (`rpc_supervisor`).
 
-May import: every other layer of `server`. Nothing imports it but `server.__main__`.
+May import: every other layer of `server`, and the launcher (`app.__main__`, only to open it
+for `--showgui`). Imported only by the entry points (`server/__main__.py`,
+`packaging/hearth_entry.py`) and tests: the launcher runs the server as a child process.
 """

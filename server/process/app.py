@@ -37,11 +37,13 @@ from server.dialects.ollama.embeddings import router as ollama_embeddings_router
 from server.dialects.ollama.pull import PullLocks
 from server.dialects.ollama.routes import router as ollama_router
 from server.dialects.openai.embeddings import router as openai_embeddings_router
+from server.dialects.openai.routes import llama_server_router as openai_llama_server_router
 from server.dialects.openai.routes import router as openai_router
 from server.dialects.openapi import document_request_models
 from server.dialects.pages import router as pages_router
 from server.dialects.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
 from server.dialects.resumable import router as resumable_router
+from server.dialects.streaming import ClientDisconnectedError, client_gone_handler
 from server.process.console import RequestLog
 from server.settings.config import HearthSettings
 
@@ -90,35 +92,46 @@ def create_app(
     if model_choice is not None:  # the engine is a pool: its models come and go
         app.state.model_info = model_choice.served_info(engine.placement)
     else:
-        app.state.model_info = ModelInfo(
-            engine.model_name,
-            engine.context_size,
-            engine,
-            engine.chat_template,
-            engine,
-            engine.model_path,
-            engine.placement,
-        )
+        app.state.model_info = _engine_info(engine)
+        model_choice = ModelChoice.only(app.state.model_info)
+    app.state.model_choice = model_choice
     app.state.keepalive_seconds = keepalive_seconds
     app.state.resumable_streams = ResumableStreams(
         settings.resumegrace, stream_bytes=resumable_stream_bytes
     )
+    _add_request_state(app, settings, scheduler)
+    _add_routes_and_handlers(app)
+    return app
+
+
+def _engine_info(engine: Engine) -> ModelInfo:
+    """The model of an engine that no pool switches, described by the engine itself."""
+    return ModelInfo(
+        engine.model_name,
+        engine.context_size,
+        engine,
+        engine.chat_template,
+        engine,
+        engine.model_path,
+        engine.placement,
+    )
+
+
+def _add_request_state(app: FastAPI, settings: HearthSettings, scheduler: Scheduler) -> None:
     app.state.max_request_bytes = settings.max_request_bytes
     app.state.ignored_fields = IgnoredFields()
     app.state.pull_locks = PullLocks()
-    app.state.model_choice = model_choice
     app.state.request_numbers = itertools.count(1)
     # /metrics (--metrics): a registry of this app's own; None answers its 404.
     app.state.metrics_registry = metrics_registry(scheduler) if settings.metrics else None
     app.state.started_at_unix = time.time()
-    _add_routes_and_handlers(app)
-    return app
 
 
 def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_exception_handler(APIError, api_error_handler)
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, request_validation_handler)
+    app.add_exception_handler(ClientDisconnectedError, client_gone_handler)
     # Browsers may call the API straight from a page (hosted APIs often refuse this).
     app.add_middleware(
         CORSMiddleware,
@@ -133,6 +146,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         openai_router,
         anthropic_router,
         ollama_router,
+        openai_llama_server_router,  # the OpenAI routes under llama-server's paths
         llama_router,
         metrics_router,
         resumable_router,

@@ -1,4 +1,9 @@
-"""`hearth` / `python -m server`: settings → model → app → uvicorn, then a clean shutdown."""
+"""What `hearth` runs: the command line, then the launcher, an RPC-supervised child, or the
+server itself (settings → models → app → uvicorn, then a clean shutdown).
+
+`main` is the entry point of `hearth`, `python -m server` (server/__main__.py) and the packaged
+binary (packaging/hearth_entry.py); `list-devices` and `rpc-worker` are subcommands of it.
+"""
 
 from __future__ import annotations
 
@@ -92,12 +97,16 @@ def wants_launcher(command_line: CommandLine) -> bool:
     return settings.showgui or not command_line.model_or_config_given
 
 
+class StartFailed(Exception):
+    """Serving cannot start; the message is the console's line (after "hearth: ")."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def serve(settings: HearthSettings) -> int:
     """Load the model, serve until interrupted, and close the model before returning."""
-    # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
-    from server.core.llama import LlamaCppEngine
-    from server.core.llama.embedder import Embedder as LlamaEmbedder
-
     if port_in_use(settings.listen_host, settings.port_param):
         logger.error(
             "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
@@ -107,38 +116,10 @@ def serve(settings: HearthSettings) -> int:
         )
         return EXIT_USAGE
     try:
-        model_path = model_for(settings)
-    except ModelFileError as exc:
+        engine, choice = load_models(settings)
+    except StartFailed as exc:
         logger.error("hearth: %s", exc)
-        return EXIT_USAGE
-    try:
-        embeddings_path = embeddings_model_path(settings)
-    except ModelFileError as exc:
-        logger.error("hearth: %s", exc)
-        return EXIT_USAGE
-    try:
-        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
-    except EngineError as exc:
-        logger.error("hearth: %s", exc)
-        return EXIT_MODEL_FAILED
-    try:
-        embedder = (
-            None
-            if embeddings_path is None
-            else LlamaEmbedder.load(embeddings_path, load_settings(settings))
-        )
-    except EngineError as exc:
-        engine.close()
-        logger.error("hearth: --embeddingsmodel %s", exc)
-        return EXIT_MODEL_FAILED
-    try:
-        engine, choice = with_models(settings, model_path, engine, embedder)
-    except ModelFileError as exc:
-        engine.close()
-        if embedder is not None:
-            embedder.close()
-        logger.error("hearth: %s", exc)
-        return EXIT_USAGE
+        return exc.exit_code
     # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
     # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
     # default SIGTERM action would end the process before the model is closed. (While loading
@@ -162,6 +143,40 @@ def serve(settings: HearthSettings) -> int:
         choice.close()
     logger.info("Hearth stopped.")
     return 0
+
+
+def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
+    """The model (downloaded first when remote), the embeddings model if separate, and the
+    pool and model choice around them; StartFailed, with nothing left open, when one fails."""
+    # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.embedder import Embedder as LlamaEmbedder
+
+    try:
+        model_path = model_for(settings)
+        embeddings_path = embeddings_model_path(settings)
+    except ModelFileError as exc:
+        raise StartFailed(str(exc), EXIT_USAGE) from None
+    try:
+        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
+    except EngineError as exc:
+        raise StartFailed(str(exc), EXIT_MODEL_FAILED) from None
+    try:
+        embedder = (
+            None
+            if embeddings_path is None
+            else LlamaEmbedder.load(embeddings_path, load_settings(settings))
+        )
+    except EngineError as exc:
+        engine.close()
+        raise StartFailed(f"--embeddingsmodel {exc}", EXIT_MODEL_FAILED) from None
+    try:
+        return with_models(settings, model_path, engine, embedder)
+    except ModelFileError as exc:
+        engine.close()
+        if embedder is not None:
+            embedder.close()
+        raise StartFailed(str(exc), EXIT_USAGE) from None
 
 
 def embeddings_model_path(settings: HearthSettings) -> Path | None:
@@ -224,7 +239,3 @@ def _folder(option: str, value: str | None) -> Path | None:
 
 def _interrupt(_signal: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from server.settings.config import HearthSettings
-from tests.conftest import free_port
+from tests.support.servers import free_port
 
 
 @pytest.fixture(autouse=True)

@@ -13,16 +13,10 @@ from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.main_window import MainWindow
 from app.tabs.settings_tabs import QuickLaunchTab
-from server.models.files import resolve_model_path
 from server.models.hub import repository_files, search_repositories
 from server.settings.config import HearthSettings
-from tests.conftest import free_port
-from tests.hub_server import GATED_REPO, MODEL_FILE, REPO, STORY_FILE, STORY_REPO, LocalHub
-
-
-@pytest.fixture(scope="module")
-def bundled() -> Path:
-    return resolve_model_path(None)
+from tests.support.hub_server import GATED_REPO, MODEL_FILE, REPO, STORY_FILE, STORY_REPO, LocalHub
+from tests.support.servers import free_port
 
 
 def test_search_and_files_with_sizes_and_quantizations(hub: LocalHub, bundled: Path) -> None:
@@ -52,6 +46,7 @@ def choose_repo(dialog: HubSearchDialog, qtbot: QtBot, row: int = 0) -> None:
         dialog.repo_table.selectRow(row)
 
 
+@pytest.mark.model  # launches the real server
 def test_search_download_and_launch(hub: LocalHub, bundled: Path, qtbot: QtBot) -> None:
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=2048))
     qtbot.addWidget(window)

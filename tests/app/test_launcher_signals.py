@@ -22,7 +22,7 @@ from app.server_process import ServerProcess
 from app.signals import close_on_signals
 from server.base.netcheck import port_in_use
 from server.settings.config import HearthSettings
-from tests.conftest import ROOT, STARTUP_TIMEOUT, free_port
+from tests.support.servers import ROOT, STARTUP_TIMEOUT, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and select")
 

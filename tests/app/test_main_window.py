@@ -20,16 +20,9 @@ from app.main_window import MainWindow
 from server.process.serve import wants_launcher
 from server.settings.cli import parse_command_line
 from server.settings.config import HearthSettings
-from tests.conftest import ROOT, free_port
+from tests.support.servers import ROOT, free_port
 
 FIXTURES = ROOT / "tests" / "fixtures"
-
-
-@pytest.fixture
-def window(qtbot: QtBot) -> MainWindow:
-    main = MainWindow(HearthSettings())
-    qtbot.addWidget(main)
-    return main
 
 
 def write_kcpps(folder: Path, name: str, **values: object) -> Path:
@@ -139,6 +132,7 @@ def test_port_in_use_is_reported_and_nothing_starts(window: MainWindow) -> None:
     assert not window.server.running
 
 
+@pytest.mark.model  # launches the real server
 def test_launch_runs_a_real_server_shows_log_and_queue_and_stops(qtbot: QtBot) -> None:
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=2048))
     qtbot.addWidget(window)
@@ -182,6 +176,7 @@ def test_launch_runs_a_real_server_shows_log_and_queue_and_stops(qtbot: QtBot) -
     assert window.launch_button.isEnabled()
 
 
+@pytest.mark.model  # launches the real server
 def test_killed_server_is_reported(qtbot: QtBot) -> None:
     window = MainWindow(HearthSettings(port_param=free_port(), contextsize=2048))
     qtbot.addWidget(window)

@@ -5,19 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from pytestqt.qtbot import QtBot
-
 from app.main_window import MainWindow
-from server.settings.config import HearthSettings
 from tests.server.test_model_files import copy_head, write_tiny_gguf
-
-
-@pytest.fixture
-def window(qtbot: QtBot) -> MainWindow:
-    main = MainWindow(HearthSettings())
-    qtbot.addWidget(main)
-    return main
 
 
 def test_non_gguf_model_is_refused_beside_the_field(window: MainWindow, tmp_path: Path) -> None:

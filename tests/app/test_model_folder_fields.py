@@ -16,13 +16,6 @@ from server.settings.config import HearthSettings
 from tests.app.launching import launched_settings
 
 
-@pytest.fixture
-def window(qtbot: QtBot) -> MainWindow:
-    main = MainWindow(HearthSettings())
-    qtbot.addWidget(main)
-    return main
-
-
 def test_folder_and_admin_fields_round_trip_through_a_kcpps(
     window: MainWindow, tmp_path: Path
 ) -> None:

@@ -11,13 +11,7 @@ from pytestqt.qtbot import QtBot
 from app import model_info
 from app.model_info import describe_model
 from app.tabs.settings_tabs import QuickLaunchTab
-from server.models.files import resolve_model_path
 from server.settings.config import HearthSettings
-
-
-@pytest.fixture(scope="module")
-def bundled() -> Path:
-    return resolve_model_path(None)
 
 
 def test_the_models_facts_and_memory(bundled: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.servers import ROOT
 
 MANY_CALLS = """
 import sys

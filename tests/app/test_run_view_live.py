@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import httpx
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
@@ -16,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MainWindow
 from app.run_view import RequestTable, RunView
 from server.settings.config import HearthSettings
-from tests.conftest import free_port
+from tests.support.servers import free_port
 
 
 def row(request_id: str, state: str, **values: Any) -> dict[str, Any]:
@@ -98,6 +99,7 @@ def table_rows(table: RequestTable) -> list[dict[str, str]]:
     ]
 
 
+@pytest.mark.model  # launches the real server
 def test_live_rows_and_plot_while_streams_run_and_a_row_aborts_only_its_request(
     qtbot: QtBot,
 ) -> None:

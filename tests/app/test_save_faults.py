@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from app import settings_store
 from app.main_window import NOTICE_STYLES, MainWindow
-from server import atomic_file
+from server.base import atomic_file
 from server.settings.config import HearthSettings
 from server.settings.kcpps import load_kcpps, save_kcpps
 from tests.server.test_kcpps_faults import FAULTS

@@ -16,10 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, free_port, wait_until_ready
-from tests.nginx import start_nginx, stop_nginx
-
-pytestmark = pytest.mark.model
+from tests.support.nginx import start_nginx, stop_nginx
+from tests.support.servers import RunningServer, free_port, wait_until_ready
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 BUSY_BODY = {

@@ -28,12 +28,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import HypothesisException
 from schemathesis.generation.modes import GenerationMode
 
-from tests.conftest import RunningServer
-from tests.error_shapes import dialect_of, shape_problem
-from tests.hub_server import LocalHub
-from tests.stream_shapes import stream_problem
-
-pytestmark = pytest.mark.model
+from tests.support.error_shapes import dialect_of, shape_problem
+from tests.support.hub_server import LocalHub
+from tests.support.servers import RunningServer
+from tests.support.stream_shapes import stream_problem
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 EXAMPLES = int(os.environ.get("HEARTH_FUZZ_EXAMPLES", "15"))

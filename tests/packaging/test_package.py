@@ -19,11 +19,14 @@ import pytest
 from server.devices.backends import gpu_backends
 from server.devices.vulkan import vulkan_devices
 from server.models.files import resolve_model_path
-from tests.conftest import free_port, wait_until_ready
-from tests.hub_server import MODEL_FILE, REPO, HubRepo, LocalHub
+from tests.support.hub_server import MODEL_FILE, REPO, HubRepo, LocalHub
+from tests.support.servers import free_port, wait_until_ready
 
 PACKAGE = os.environ.get("HEARTH_PACKAGE")
-pytestmark = pytest.mark.skipif(not PACKAGE, reason="set HEARTH_PACKAGE (make test-package)")
+pytestmark = [
+    pytest.mark.skipif(not PACKAGE, reason="set HEARTH_PACKAGE (make test-package)"),
+    pytest.mark.model,  # the packaged server runs its bundled model
+]
 
 
 @dataclass

@@ -11,11 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningServer
 from tests.server.test_real_model import STREAM, wait_for
-from tests.sse import iter_sse
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 TOKEN = "launcher-token-for-real-tests"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

@@ -6,16 +6,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
-import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.chat_page import assistant_text, open_page, page_ready, until
-from tests.conftest import RunningServer
 from tests.server.test_real_model import perf, wait_for
-
-pytestmark = pytest.mark.model
+from tests.support.chat_page import assistant_text, open_page, page_ready, until
+from tests.support.servers import RunningServer
 
 
 def test_stream_stop_and_keep_the_conversation(

@@ -7,21 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 # The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
-from tests.chat_page import (
+from tests.support.chat_page import (
     open_page,
     page_ready,
     reply_done,
     until,
 )
-from tests.conftest import RunningServer
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
 
 
 def stored(browser: WebDriver) -> dict[str, Any]:

@@ -13,17 +13,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
 
-# Pytest fixtures, imported: the headless Chromium (skips without it) and the model folder.
-from tests.chat_page import assistant_text, until
-from tests.conftest import RunningServer
-from tests.server.test_model_switching_real import OTHER, SERVED, model_dir  # noqa: F401
-
-pytestmark = pytest.mark.model
+from tests.support.chat_page import assistant_text, until
+from tests.support.model_folder import OTHER, SERVED
+from tests.support.servers import RunningServer
 
 
 @pytest.fixture(scope="module")
 def two_models(
-    model_dir: Path,  # noqa: F811
+    model_dir: Path,
     start_hearth: Callable[..., RunningServer],
 ) -> RunningServer:
     return start_hearth(["--modeldir", str(model_dir), "--contextsize", "1024"])

@@ -10,22 +10,19 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.chat_page import (
+from tests.server.test_chat_page_story import set_field, story, story_done
+from tests.support.chat_page import (
     assistant_text,
     open_page,
     reply_done,
     until,
 )
-from tests.conftest import RunningServer
-from tests.proxies import BufferingProxy, CuttingProxy, in_front_of
-from tests.server.test_chat_page_story import set_field, story, story_done
-from tests.sse import iter_sse
-
-pytestmark = pytest.mark.model
-
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from tests.support.proxies import BufferingProxy, CuttingProxy, in_front_of
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 LUMPED = "in one piece"
 

@@ -7,20 +7,17 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 # The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
-from tests.chat_page import (
+from tests.support.chat_page import (
     open_page,
     page_ready,
     reply_done,
     until,
 )
-from tests.conftest import RunningServer
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
 
 # Model-like text that tries everything: raw HTML outside and inside code fences, an image
 # that runs script when it fails to load, a javascript: link, a remote image, and an iframe.

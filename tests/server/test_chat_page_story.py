@@ -6,21 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver as Chrome
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.server.test_real_model import perf, wait_for
+
 # The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
-from tests.chat_page import (
+from tests.support.chat_page import (
     open_page,
     page_ready,
     until,
 )
-from tests.conftest import RunningServer
-from tests.server.test_real_model import perf, wait_for
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
 
 
 def story(browser: WebDriver) -> str:

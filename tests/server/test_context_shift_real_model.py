@@ -6,12 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import httpx
-import pytest
 
-from tests.conftest import RunningServer
 from tests.server.test_real_model import GENERATE, perf
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 OPENING = "The lighthouse keeper wrote in his log every night. " * 36  # about 400 tokens

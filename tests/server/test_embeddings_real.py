@@ -21,10 +21,8 @@ from server.models.files import resolve_model_path
 from server.models.gguf import gguf_summary
 from server.settings.cli import parse_command_line
 from server.settings.config import HearthSettings
-from tests.conftest import ROOT, RunningServer, free_port
-from tests.error_shapes import assert_error_shape
-
-pytestmark = pytest.mark.model
+from tests.support.error_shapes import assert_error_shape
+from tests.support.servers import ROOT, RunningServer, free_port
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 Vector = Sequence[float]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from server import atomic_file
+from server.base import atomic_file
 from server.settings.config import HearthSettings
 from server.settings.kcpps import load_kcpps, save_kcpps
 

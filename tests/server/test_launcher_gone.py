@@ -17,7 +17,7 @@ import pytest
 
 from server.base.netcheck import port_in_use
 from server.process.parent_watch import EXIT_FORCED, stop_when_launcher_leaves
-from tests.conftest import ROOT, RunningServer
+from tests.support.servers import ROOT, RunningServer
 
 WATCH_THREAD = "hearth-launcher-watch"
 
@@ -119,7 +119,6 @@ def test_a_shutdown_that_does_not_happen_is_forced() -> None:
             process.wait()
 
 
-@pytest.mark.model
 def test_server_stops_cleanly_when_the_launcher_pipe_closes(
     start_hearth: Callable[..., RunningServer],
 ) -> None:

@@ -14,10 +14,8 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer
-from tests.sse import iter_sse
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 SEED = 42
@@ -68,10 +66,19 @@ def texts_of(answer: Any) -> list[str]:
 def test_n_choices_are_the_replies_of_consecutive_seeds(seeded: RunningServer) -> None:
     """`n: 3, seed: 5` answers three choices, each the reply a single request with seed 5, 6
     or 7 gets (so they differ as separate requests do, and repeat when asked again); usage
-    counts the shared prompt once and every choice's reply."""
-    singles = [chat(seeded, seed=seed) for seed in (5, 6, 7)]
+    counts the shared prompt once and every choice's reply.
+
+    The singles are queued together as the choices are (`in_one_turn`: with two slots, two
+    share their decodes and the third starts when a slot frees). Sent one by one each would
+    have the engine alone, and on some CPUs a sequence's logits depend, in their last bits, on
+    which other sequences share its decodes."""
+    from tests.server.test_parallel_real_model import in_one_turn
+
+    singles = in_one_turn(
+        seeded, [(1, lambda seed=seed: chat(seeded, seed=seed)) for seed in (5, 6, 7)]
+    )
     for _ in range(2):
-        answer = chat(seeded, seed=5, n=3)
+        (answer,) = in_one_turn(seeded, [(3, lambda: chat(seeded, seed=5, n=3))])
         assert [choice.index for choice in answer.choices] == [0, 1, 2]
         assert texts_of(answer) == [texts_of(single)[0] for single in singles]
         assert all(choice.message.role == "assistant" for choice in answer.choices)
@@ -82,16 +89,21 @@ def test_n_choices_are_the_replies_of_consecutive_seeds(seeded: RunningServer) -
 def test_n_choices_stream_interleaved_and_end_once(seeded: RunningServer) -> None:
     """Streamed, each choice has its role chunk, its text and its finish chunk under its own
     index; one usage chunk (with llama-server's timings) and one [DONE] end the stream, and
-    the texts are those of the whole answer to the same seeded request."""
+    the texts are those of the whole answer to the same seeded request (each run queued the
+    same way, `in_one_turn`, so that its choices share their decodes alike)."""
+    from tests.server.test_parallel_real_model import in_one_turn
+
     body = {"model": "m", "messages": BOOK, "max_tokens": 8, "seed": 9, "n": 2}
-    whole = client(seeded).chat.completions.create(**body)
+    (whole,) = in_one_turn(seeded, [(2, lambda: client(seeded).chat.completions.create(**body))])
+    streamed_body = {**body, "stream_options": {"include_usage": True}}
+    (chunks,) = in_one_turn(
+        seeded, [(2, lambda: list(stream(seeded, "/v1/chat/completions", streamed_body)))]
+    )
     texts = {0: "", 1: ""}
     finishes: dict[int, str] = {}
     roles = []
     usage_chunks = []
-    for chunk in stream(
-        seeded, "/v1/chat/completions", {**body, "stream_options": {"include_usage": True}}
-    ):
+    for chunk in chunks:
         if not chunk["choices"]:
             usage_chunks.append(chunk)
             continue
@@ -111,7 +123,9 @@ def test_n_choices_stream_interleaved_and_end_once(seeded: RunningServer) -> Non
     assert last["timings"]["predicted_n"] == last["usage"]["completion_tokens"]
 
     # the official client reads the same stream
-    streamed = client(seeded).chat.completions.create(**body, stream=True)
+    (streamed,) = in_one_turn(
+        seeded, [(2, lambda: list(client(seeded).chat.completions.create(**body, stream=True)))]
+    )
     by_index = {0: "", 1: ""}
     for chunk in streamed:
         for choice in chunk.choices:
@@ -120,14 +134,19 @@ def test_n_choices_stream_interleaved_and_end_once(seeded: RunningServer) -> Non
 
 
 def test_n_choices_on_completions(seeded: RunningServer) -> None:
-    answer = client(seeded).completions.create(
-        model="m", prompt="Once upon a time", max_tokens=6, seed=3, n=2, temperature=1.0
-    )
+    """`n` on /v1/completions: choice i is the reply to the same request with seed 3 + i,
+    the single requests queued together as the choices are (see above)."""
+    from tests.server.test_parallel_real_model import in_one_turn
+
+    def complete(**extra: Any) -> Any:
+        return client(seeded).completions.create(
+            model="m", prompt="Once upon a time", max_tokens=6, temperature=1.0, **extra
+        )
+
+    (answer,) = in_one_turn(seeded, [(2, lambda: complete(seed=3, n=2))])
     assert [choice.index for choice in answer.choices] == [0, 1]
-    single = client(seeded).completions.create(
-        model="m", prompt="Once upon a time", max_tokens=6, seed=4, temperature=1.0
-    )
-    assert answer.choices[1].text == single.choices[0].text
+    singles = in_one_turn(seeded, [(1, lambda seed=seed: complete(seed=seed)) for seed in (3, 4)])
+    assert [choice.text for choice in answer.choices] == [s.choices[0].text for s in singles]
 
 
 def test_too_many_choices_are_a_400(seeded: RunningServer) -> None:

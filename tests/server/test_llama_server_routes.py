@@ -7,7 +7,7 @@ import httpx
 import openai
 
 from server.dialects.errors import LLAMA_SERVER_PATHS
-from tests.conftest import RunningServer
+from tests.support.servers import RunningServer
 
 
 def test_health_and_props(hearth: RunningServer) -> None:

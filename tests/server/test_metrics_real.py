@@ -10,11 +10,14 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.conftest import RunningServer
-from tests.metrics_reader import LLAMA_SERVER_COUNTERS, LLAMA_SERVER_GAUGES, scrape, scrape_until
-from tests.sse import SSEEvent, iter_sse
-
-pytestmark = pytest.mark.model
+from tests.support.metrics_reader import (
+    LLAMA_SERVER_COUNTERS,
+    LLAMA_SERVER_GAUGES,
+    scrape,
+    scrape_until,
+)
+from tests.support.servers import RunningServer
+from tests.support.sse import SSEEvent, iter_sse
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 STREAM = "/api/extra/generate/stream"

@@ -19,8 +19,8 @@ import pytest
 
 from server.models.files import resolve_model_path
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
 
 SERVED = "gemma-3-270m-q4_k_m"
 OTHER = "story-writer"

@@ -7,15 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from server.models.catalog import ModelCatalog
-from server.models.files import resolve_model_path
-
-
-@pytest.fixture(scope="module")
-def bundled() -> Path:
-    return resolve_model_path(None)
 
 
 def same_bytes(target: Path, source: Path) -> None:

@@ -19,15 +19,10 @@ from server.models.fetch import (
     parse_hub_url,
     pick_quant_file,
 )
-from server.models.files import ModelFileError, resolve_model_path
+from server.models.files import ModelFileError
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer, free_port
-from tests.hub_server import MODEL_FILE, REPO, LocalHub
-
-
-@pytest.fixture(scope="module")
-def bundled() -> Path:
-    return resolve_model_path(None)
+from tests.support.hub_server import MODEL_FILE, REPO, LocalHub
+from tests.support.servers import RunningServer, free_port
 
 
 def sha256(path: Path) -> str:

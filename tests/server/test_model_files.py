@@ -19,16 +19,11 @@ import numpy as np
 import ollama
 import pytest
 
-from server import gguf_metadata
-from server.models.files import ModelFileError, bundled_model_path, check_gguf_file
+from server.models import gguf as gguf_metadata
+from server.models.files import ModelFileError, check_gguf_file
 from server.models.gguf import GGUFFormatError, file_sha256, gguf_summary
-from tests.conftest import ROOT, RunningServer, free_port
-from tests.scripted_engine import ScriptedEngine
-
-
-@pytest.fixture(scope="module")
-def bundled() -> Path:
-    return bundled_model_path()
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import ROOT, RunningServer, free_port
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,22 +12,8 @@ import ollama
 import openai
 import pytest
 
-from server.models.files import resolve_model_path
-from tests.conftest import RunningServer
-
-SERVED = "gemma-3-270m-q4_k_m"
-OTHER = "story-writer"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("models")
-    try:  # the same weights under another name: a hard link, no copy
-        os.link(resolve_model_path(None), folder / f"{OTHER}.gguf")
-    except OSError:
-        shutil.copyfile(resolve_model_path(None), folder / f"{OTHER}.gguf")
-    (folder / "broken.gguf").write_bytes(b"not a model")
-    return folder
+from tests.support.model_folder import OTHER, SERVED
+from tests.support.servers import RunningServer
 
 
 @pytest.fixture(scope="module")

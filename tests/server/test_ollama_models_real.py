@@ -11,27 +11,14 @@ import ollama
 import pytest
 from ollama._types import ModelDetails
 
-from server.models.files import bundled_model_path
 from server.models.gguf import mtime_datetime
-from tests.conftest import RunningServer
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
 
 
 @pytest.fixture(scope="module")
-def model_file() -> Path:
-    return bundled_model_path()
-
-
-@pytest.fixture(scope="module")
-def file_digest(model_file: Path) -> str:
-    with open(model_file, "rb") as handle:
+def file_digest(bundled: Path) -> str:
+    with open(bundled, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-@pytest.fixture(scope="module")
-def llama(hearth: RunningServer) -> ollama.Client:
-    return ollama.Client(host=hearth.base_url)
 
 
 def check_details(details: ModelDetails | None) -> None:
@@ -43,9 +30,9 @@ def check_details(details: ModelDetails | None) -> None:
     assert details.quantization_level == "Q4_K_M"
 
 
-def test_tags_report_the_file(llama: ollama.Client, model_file: Path, file_digest: str) -> None:
+def test_tags_report_the_file(llama: ollama.Client, bundled: Path, file_digest: str) -> None:
     (entry,) = llama.list().models
-    stat = model_file.stat()
+    stat = bundled.stat()
     assert entry.model == "gemma-3-270m-q4_k_m:latest"
     assert entry.size == stat.st_size
     assert entry.digest == file_digest
@@ -53,7 +40,7 @@ def test_tags_report_the_file(llama: ollama.Client, model_file: Path, file_diges
     check_details(entry.details)
 
 
-def test_show_reports_the_metadata(llama: ollama.Client, model_file: Path) -> None:
+def test_show_reports_the_metadata(llama: ollama.Client, bundled: Path) -> None:
     shown = llama.show("hearth")
     check_details(shown.details)
     info = shown.modelinfo or {}
@@ -63,14 +50,14 @@ def test_show_reports_the_metadata(llama: ollama.Client, model_file: Path) -> No
     assert info["tokenizer.ggml.tokens"] is None  # the vocabulary is not sent
     assert shown.template == ""  # this GGUF has no chat template
     assert {"completion", "tools"} <= set(shown.capabilities or [])
-    assert shown.modified_at == mtime_datetime(model_file.stat().st_mtime_ns)
+    assert shown.modified_at == mtime_datetime(bundled.stat().st_mtime_ns)
 
 
 def test_ps_reports_a_model_that_never_unloads(
-    llama: ollama.Client, model_file: Path, file_digest: str
+    llama: ollama.Client, bundled: Path, file_digest: str
 ) -> None:
     (entry,) = llama.ps().models
-    assert entry.size == model_file.stat().st_size
+    assert entry.size == bundled.stat().st_size
     assert entry.size_vram == 0
     assert entry.digest == file_digest
     assert entry.context_length == 4096  # what the fixture loaded, not the trained 32768

@@ -12,8 +12,7 @@ import ollama
 import pytest
 
 from server.models.files import resolve_model_path
-from tests.conftest import RunningServer
-from tests.hub_server import (
+from tests.support.hub_server import (
     GATED_REPO,
     MODEL_FILE,
     REPO,
@@ -23,6 +22,7 @@ from tests.hub_server import (
     HubRepo,
     LocalHub,
 )
+from tests.support.servers import RunningServer
 
 NAME = f"hf.co/{REPO}:Q4_K_M"
 

@@ -7,7 +7,7 @@ import openai
 
 from server.models.files import resolve_model_path
 from server.models.gguf import gguf_summary
-from tests.conftest import RunningServer
+from tests.support.servers import RunningServer
 
 
 def test_models_list_carries_the_gguf_metadata(hearth: RunningServer) -> None:

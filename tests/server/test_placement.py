@@ -13,20 +13,14 @@ from server.core.engine import EngineError
 from server.core.llama.devices import choose_devices, layers_per_device, plan_placement
 from server.core.llama.ggml_devices import ggml_devices
 from server.devices.vulkan import vulkan_devices
-from server.models.files import resolve_model_path
 from server.models.gguf import gguf_summary
 from server.models.memory import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings
 
 
-@pytest.fixture(scope="module")
-def bundled_model() -> Path:
-    return resolve_model_path(None)
-
-
-def test_the_estimate_adds_up_to_the_weights_in_the_file(bundled_model: Path) -> None:
-    summary = gguf_summary(bundled_model)
+def test_the_estimate_adds_up_to_the_weights_in_the_file(bundled: Path) -> None:
+    summary = gguf_summary(bundled)
     estimate = estimate_memory(summary, context=4096, batch=512)
     assert estimate.layers == 18 and estimate.all_layers == 19
     layer_tensors = sum(t.n_bytes or 0 for t in summary.tensors if t.name.startswith("blk."))
@@ -42,8 +36,8 @@ def test_the_estimate_adds_up_to_the_weights_in_the_file(bundled_model: Path) ->
     assert longer.device_bytes(19) > estimate.device_bytes(19)
 
 
-def test_auto_layers_fit_the_free_memory(bundled_model: Path) -> None:
-    estimate = estimate_memory(gguf_summary(bundled_model), context=4096, batch=512)
+def test_auto_layers_fit_the_free_memory(bundled: Path) -> None:
+    estimate = estimate_memory(gguf_summary(bundled), context=4096, batch=512)
     sizes = [estimate.device_bytes(n) for n in range(estimate.all_layers + 1)]
     assert sizes == sorted(sizes) and sizes[0] == 0
     plenty = estimate.device_bytes(estimate.all_layers) + HEADROOM_BYTES
@@ -79,31 +73,27 @@ def test_usecpu_hides_every_gpu_and_usevulkan_picks_devices(
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_placement_on_the_cpu_says_why(
-    bundled_model: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_placement_on_the_cpu_says_why(bundled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")  # restored after the test
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     placement = plan_placement(
-        load_settings(HearthSettings(usecpu=True, gpulayers=30)), bundled_model, ("Vulkan",)
+        load_settings(HearthSettings(usecpu=True, gpulayers=30)), bundled, ("Vulkan",)
     )
     assert (placement.backend, placement.gpu_layers, placement.reason) == ("CPU", 0, "--usecpu")
     assert placement.total_layers == 19
-    placement = plan_placement(load_settings(HearthSettings()), bundled_model, ())
+    placement = plan_placement(load_settings(HearthSettings()), bundled, ())
     assert placement.gpu_layers == 0
     assert placement.reason == "this build of llama.cpp has no GPU backend"
     assert placement.describe() == "CPU (this build of llama.cpp has no GPU backend)"
 
 
 def test_a_vulkan_id_the_machine_lacks_is_refused_by_name(
-    bundled_model: Path, monkeypatch: pytest.MonkeyPatch
+    bundled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")
     missing = len(vulkan_devices()) + 3
     with pytest.raises(EngineError, match=rf"--usevulkan {missing}: no such Vulkan device"):
-        plan_placement(
-            load_settings(HearthSettings(usevulkan=[missing])), bundled_model, ("Vulkan",)
-        )
+        plan_placement(load_settings(HearthSettings(usevulkan=[missing])), bundled, ("Vulkan",))
 
 
 def test_ggml_lists_the_cpu_with_its_memory() -> None:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import httpx
 import openai
-import pytest
 
-from tests.conftest import RunningServer
-from tests.sse import SSEEvent, iter_sse
-
-pytestmark = pytest.mark.model
+from tests.support.servers import RunningServer
+from tests.support.sse import SSEEvent, iter_sse
 
 
 def _content(event: SSEEvent) -> str:

@@ -13,11 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 import pytest
 
-from tests.conftest import ROOT, RunningServer, free_port, stop_process
 from tests.gpu.test_vulkan import first_logits
 from tests.server.test_rpc_worker import cpu_worker, stop
-
-pytestmark = pytest.mark.model
+from tests.support.servers import ROOT, RunningServer, free_port, stop_process
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 
@@ -36,6 +34,7 @@ def workers() -> Iterator[str]:
             stop(worker)
 
 
+@pytest.mark.model  # loads the real model (tests/gpu/first_logits.py)
 def test_every_layer_on_two_workers_gives_the_local_logits(workers: str) -> None:
     remote = first_logits(["--rpc", workers, "--gpulayers", "99", "--threads", "1"])
     local = first_logits(["--usecpu", "--parallelrequests", "2", "--threads", "1"])

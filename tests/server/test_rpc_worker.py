@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.support.servers import ROOT, free_port
 
 READY_LINE = "Use it from Hearth with: --rpc"
 PROBE = """

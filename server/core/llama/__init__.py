@@ -5,8 +5,14 @@
 - `sampler.py`: each request's llama.cpp sampler chain (grammar, penalties, draw).
 - `engine.py`: `LlamaCppEngine`, batching every active request into one decode per step.
 - `embedder.py`: embeddings, in a context of their own (several inputs per decode).
+- `batch.py`, `sequence.py`: one decode's llama_batch, and a request being generated.
 - `native.py`: the ctypes extras (persistent thread pool, with a start-up check of the
   struct layout it assumes) and llama.cpp's log and progress callbacks.
+- `ggml_devices.py`: ggml's device registry through ctypes; `devices.py`: choosing devices
+  and planning where layers go; `rpc.py`: ggml's RPC backend (worker and client side).
+
+May import: llama_cpp and numpy, the rest of `server.core`, `server.devices`, `server.models`,
+`server.base`. Nothing outside it imports llama_cpp.
 """
 
 from server.core.llama.engine import LlamaCppEngine

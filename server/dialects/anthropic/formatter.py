@@ -7,8 +7,6 @@ other clients still see the message end.
 
 from __future__ import annotations
 
-import json
-
 from sse_starlette import ServerSentEvent
 
 from server.core.chat import ToolCall
@@ -30,13 +28,12 @@ from server.dialects.anthropic.schemas import (
     MessageDelta,
     MessageStart,
     MessageStop,
-    StreamEvent,
     TextDeltaBody,
     ToolUseBlock,
 )
-from server.dialects.common import ChatAnswer, ChatPlan, failed, failure_message, matched_user_stop
-from server.dialects.errors import Dialect, ErrorKind, error_body
-from server.dialects.respond import SSEFormat
+from server.dialects.common import ChatAnswer, ChatPlan, matched_user_stop
+from server.dialects.errors import Dialect
+from server.dialects.wire import SSEFormat, sse_typed
 
 
 def stop_reason(plan: ChatPlan, answer: ChatAnswer) -> str:
@@ -62,11 +59,6 @@ def tool_use_block(call: ToolCall) -> ToolUseBlock:
     }
 
 
-def _sse(event: StreamEvent) -> ServerSentEvent:
-    """The SSE name and the `type` inside the data always agree."""
-    return ServerSentEvent(json.dumps(event), event=event["type"])
-
-
 _MESSAGE_STOP: MessageStop = {"type": "message_stop"}
 
 
@@ -74,6 +66,7 @@ class MessageWire(SSEFormat):
     """One /v1/messages answer; streamed, its content blocks are opened and closed in turn."""
 
     dialect = Dialect.ANTHROPIC
+    error_event = "error"  # Anthropic's own error event, which the SDK raises
 
     def __init__(self, message_id: str, model: str, plan: ChatPlan, input_tokens: int) -> None:
         self._id = message_id
@@ -113,7 +106,7 @@ class MessageWire(SSEFormat):
 
     def opening(self) -> list[ServerSentEvent]:
         start: MessageStart = {"type": "message_start", "message": self._message([], None)}
-        return [_sse(start)]
+        return [sse_typed(start)]
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         match item:
@@ -136,10 +129,10 @@ class MessageWire(SSEFormat):
                 return [self._stop_block()]
         return []
 
-    def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        if failed(answer.outcome):
-            body = error_body(Dialect.ANTHROPIC, failure_message(answer.outcome), ErrorKind.SERVER)
-            return [ServerSentEvent(json.dumps(body), event="error"), _sse(_MESSAGE_STOP)]
+    def after_failure(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        return [sse_typed(_MESSAGE_STOP)]  # other clients still see the message end
+
+    def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
         if self._blocks == 0:  # an empty reply still has its (empty) text block
             events += self._start_block({"type": "text", "text": ""})
@@ -157,7 +150,7 @@ class MessageWire(SSEFormat):
                 "output_tokens": outcome.completion_tokens,
             },
         }
-        return [*events, _sse(delta), _sse(_MESSAGE_STOP)]
+        return [*events, sse_typed(delta), sse_typed(_MESSAGE_STOP)]
 
     def _start_block(self, block: ContentBlock) -> list[ServerSentEvent]:
         start: ContentBlockStart = {
@@ -166,7 +159,7 @@ class MessageWire(SSEFormat):
             "content_block": block,
         }
         self._blocks += 1
-        return [_sse(start)]
+        return [sse_typed(start)]
 
     def _delta(self, delta: TextDeltaBody | InputJSONDelta) -> ServerSentEvent:
         event: ContentBlockDelta = {
@@ -174,11 +167,11 @@ class MessageWire(SSEFormat):
             "index": self._blocks - 1,
             "delta": delta,
         }
-        return _sse(event)
+        return sse_typed(event)
 
     def _stop_block(self) -> ServerSentEvent:
         stop: ContentBlockStop = {"type": "content_block_stop", "index": self._blocks - 1}
-        return _sse(stop)
+        return sse_typed(stop)
 
     def _close_text(self) -> list[ServerSentEvent]:
         if not self._text_open:

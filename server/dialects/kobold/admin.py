@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from server.core.types import FinishReason, GenerationRequest
+from server.dialects.admission import submit
 from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, carries_key
 from server.dialects.errors import (
     APIError,
@@ -30,7 +31,6 @@ from server.dialects.errors import (
 from server.dialects.kobold.schemas import KoboldReloadRequest
 from server.dialects.model_choice import ModelChoice
 from server.dialects.openapi import json_body
-from server.dialects.respond import submit
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError, load_kcpps
 
@@ -55,8 +55,8 @@ def _allowed(request: Request, settings: HearthSettings) -> ModelChoice:
     # Without an admin password the server's own --password guards it (KoboldCpp: nothing).
     if not carries_key(request, settings.adminpassword or settings.password):
         raise unauthorized_error(Dialect.KOBOLD)
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is None:  # a scripted engine: nothing to switch
+    choice: ModelChoice = request.app.state.model_choice
+    if not choice.switches_models:  # a scripted engine: nothing to switch
         raise APIError(403, "This server cannot switch models.", ErrorKind.SERVER)
     return choice
 

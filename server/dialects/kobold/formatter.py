@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 from sse_starlette import ServerSentEvent
 
 from server.core.tool_stream import ChatStreamEvent, TextDelta
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.common import ChatAnswer, failed, failure_message
+from server.dialects.common import ChatAnswer
 from server.dialects.errors import Dialect
-from server.dialects.kobold.schemas import (
-    KoboldErrorData,
-    KoboldGenerateResponse,
-    KoboldResult,
-    KoboldTokenData,
-)
-from server.dialects.respond import SSEFormat
+from server.dialects.kobold.schemas import KoboldGenerateResponse, KoboldResult, KoboldTokenData
+from server.dialects.wire import SSEFormat, sse_json
 
 # KoboldCpp reports a stop-string hit as "length" (its C++ stop reason 2 falls through to the
 # default). Hearth says "stop", which is what clients expect from the other dialects too.
@@ -49,9 +42,11 @@ def perf_stop_reason(outcome: GenerationOutcome | None) -> int:
 
 
 class GenerateWire(SSEFormat):
-    """/api/v1/generate's answer and /api/extra/generate/stream's `message` events."""
+    """/api/v1/generate's answer and /api/extra/generate/stream's `message` events; a failure
+    is an `error` event before them."""
 
     dialect = Dialect.KOBOLD
+    error_event = "error"
 
     def whole(self, answer: ChatAnswer) -> KoboldGenerateResponse:
         outcome = answer.outcome
@@ -67,19 +62,12 @@ class GenerateWire(SSEFormat):
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         if isinstance(item, TextDelta):
-            return [_message({"token": item.text, "finish_reason": None})]
+            return [sse_json({"token": item.text, "finish_reason": None}, "message")]
         return []  # a plain completion has no tool calls
 
-    def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        final = _message({"token": "", "finish_reason": finish_reason(answer.outcome)})
-        if not failed(answer.outcome):
-            return [final]
-        # Headers are long gone: report the failure in-band, then end as usual.
-        error: KoboldErrorData = {
-            "detail": {"msg": failure_message(answer.outcome), "type": "server_error"}
-        }
-        return [ServerSentEvent(json.dumps(error), event="error"), final]
+    def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        final: KoboldTokenData = {"token": "", "finish_reason": finish_reason(answer.outcome)}
+        return [sse_json(final, "message")]
 
-
-def _message(data: KoboldTokenData) -> ServerSentEvent:
-    return ServerSentEvent(json.dumps(data), event="message")
+    def after_failure(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        return self.finished(answer)  # the usual last event, its finish reason "error"

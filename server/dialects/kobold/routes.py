@@ -20,7 +20,7 @@ from server.dialects.deps import (
     has_valid_key,
     key_required,
 )
-from server.dialects.errors import APIError, Dialect, parse_json_body
+from server.dialects.errors import APIError, Dialect
 from server.dialects.kobold import adapter, formatter
 from server.dialects.kobold.admin import admin_level
 from server.dialects.kobold.schemas import (
@@ -39,9 +39,8 @@ from server.dialects.kobold.schemas import (
     KoboldValue,
     KoboldVersion,
 )
-from server.dialects.openapi import json_body
-from server.dialects.respond import Generation, Served, generation_route
 from server.dialects.resumable import ResumableStreams
+from server.dialects.routing import Generation, Served, generation_route, json_route
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows
@@ -77,24 +76,14 @@ async def check_get(scheduler: SchedulerDep) -> KoboldCheckResponse:
     return {"results": [{"text": scheduler.text_for("")}]}
 
 
-@router.post(
-    "/api/extra/generate/check",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
-)
-async def check_post(request: Request, scheduler: SchedulerDep) -> KoboldCheckResponse:
-    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
-    return {"results": [{"text": scheduler.text_for(body.genkey)}]}
+@json_route(router, "/api/extra/generate/check", KoboldGenkeyRequest, KOBOLD, optional=True)
+async def check_post(body: KoboldGenkeyRequest, served: Served) -> KoboldCheckResponse:
+    return {"results": [{"text": served.scheduler.text_for(body.genkey)}]}
 
 
-@router.post(
-    "/api/extra/abort",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldGenkeyRequest, required=False),
-)
-async def abort(request: Request, scheduler: SchedulerDep) -> KoboldAbortResponse:
-    body = await parse_json_body(request, KoboldGenkeyRequest, optional=True)
-    result = scheduler.abort(body.genkey)
+@json_route(router, "/api/extra/abort", KoboldGenkeyRequest, KOBOLD, optional=True)
+async def abort(body: KoboldGenkeyRequest, served: Served) -> KoboldAbortResponse:
+    result = served.scheduler.abort(body.genkey)
     # KoboldCpp sends these as the strings "true"/"false"; clients compare against those.
     return {"success": _kobold_bool(result.success), "done": _kobold_bool(result.done)}
 
@@ -221,31 +210,17 @@ async def max_length(settings: SettingsDep) -> KoboldValue:
     return {"value": settings.defaultgenamt}
 
 
-@router.post(
-    "/api/extra/tokencount",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldTokenCountRequest),
-)
-@router.post(
-    "/api/extra/tokenize",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldTokenCountRequest),
-)
-async def tokencount(request: Request, model: ModelInfoDep) -> KoboldTokenCount:
-    body = await parse_json_body(request, KoboldTokenCountRequest)
-    ids = model.tokenizer.tokenize(body.prompt, special=body.special)
+@json_route(router, "/api/extra/tokencount", KoboldTokenCountRequest, KOBOLD)
+@json_route(router, "/api/extra/tokenize", KoboldTokenCountRequest, KOBOLD)
+async def tokencount(body: KoboldTokenCountRequest, served: Served) -> KoboldTokenCount:
+    ids = served.model.tokenizer.tokenize(body.prompt, special=body.special)
     return {"value": len(ids), "ids": ids}
 
 
-@router.post(
-    "/api/extra/detokenize",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(KoboldDetokenizeRequest),
-)
-async def detokenize(request: Request, model: ModelInfoDep) -> KoboldDetokenized:
-    body = await parse_json_body(request, KoboldDetokenizeRequest)
+@json_route(router, "/api/extra/detokenize", KoboldDetokenizeRequest, KOBOLD)
+async def detokenize(body: KoboldDetokenizeRequest, served: Served) -> KoboldDetokenized:
     try:
-        text = model.tokenizer.detokenize(body.ids, special=body.special)
+        text = served.model.tokenizer.detokenize(body.ids, special=body.special)
     except ValueError as exc:
         raise APIError(
             400,

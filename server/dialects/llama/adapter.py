@@ -7,7 +7,6 @@ or a list of such prompts (each becomes its own generation, answered as a list).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from server.core.engine import Tokenizer
 from server.core.types import GenerationRequest
@@ -96,30 +95,3 @@ def completion_plan(
         post_sampling_probs=body.post_sampling_probs,
     )
     return text_plan(generation)
-
-
-def generation_settings(
-    generation: GenerationRequest, seed: int, n_ctx: int, *, n_predict: int, stream: bool
-) -> dict[str, Any]:
-    """llama-server's `generation_settings`: what `generation` ran with, in its names."""
-    sampling = generation.sampling
-    return {
-        "n_ctx": n_ctx,
-        "n_predict": n_predict,
-        "max_tokens": n_predict,
-        "seed": seed,
-        "temperature": sampling.temperature,
-        "top_k": sampling.top_k,
-        "top_p": sampling.top_p,
-        "min_p": sampling.min_p,
-        "repeat_last_n": sampling.rep_pen_range,
-        "repeat_penalty": sampling.rep_pen,
-        "presence_penalty": sampling.presence_penalty,
-        "frequency_penalty": sampling.frequency_penalty,
-        "ignore_eos": sampling.ban_eos,
-        "stream": stream,
-        "n_probs": generation.logprobs or 0,
-        "post_sampling_probs": generation.post_sampling_probs,
-        "grammar": generation.grammar or "",
-        "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
-    }

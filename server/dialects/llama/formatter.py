@@ -8,64 +8,25 @@ llama-server sends it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from sse_starlette import ServerSentEvent
 
 from server.core.tool_stream import ChatStreamEvent, TextDelta
-from server.core.types import (
-    FinishReason,
-    GenerationOutcome,
-    GenerationRequest,
-    TokenChoice,
-    TokenLogprob,
-)
-from server.dialects.common import ChatAnswer, failed, failure_message
-from server.dialects.errors import Dialect, ErrorKind, error_body
-from server.dialects.llama.adapter import generation_settings
-from server.dialects.llama.schemas import (
-    CompletionRequest,
+from server.core.types import GenerationRequest, TokenChoice, TokenLogprob
+from server.dialects.common import ChatAnswer
+from server.dialects.errors import Dialect
+from server.dialects.llama.schemas import CompletionRequest
+from server.dialects.llama_extensions import (
     NativeChunk,
     NativeCompletion,
-    PredictedTimings,
     ProbabilityEntry,
-    Timings,
     TokenProbabilities,
+    generation_settings,
+    native_answer,
 )
-from server.dialects.respond import SSEFormat
-
-
-def predicted_timings(tokens: int, seconds: float) -> PredictedTimings:
-    ms = seconds * 1000
-    return {
-        "predicted_n": tokens,
-        "predicted_ms": ms,
-        "predicted_per_token_ms": ms / tokens if tokens else 0.0,
-        "predicted_per_second": tokens / seconds if seconds else 0.0,
-    }
-
-
-def timings(outcome: GenerationOutcome) -> Timings:
-    processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
-    prompt_ms = outcome.prompt_seconds * 1000
-    return {
-        "cache_n": outcome.reused_prompt_tokens,
-        "prompt_n": processed,
-        "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
-        "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
-        **predicted_timings(outcome.completion_tokens, outcome.generation_seconds),
-    }
-
-
-def stop_type(outcome: GenerationOutcome) -> str:
-    if outcome.finish_reason is FinishReason.LENGTH:
-        return "limit"
-    if outcome.finish_reason is FinishReason.STOP:
-        return "word" if outcome.stop_sequence is not None else "eos"
-    return "none"
+from server.dialects.wire import SSEFormat, sse_json
 
 
 def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:
@@ -106,38 +67,6 @@ def nested_fields(paths: list[str], answer: Mapping[str, Any]) -> dict[str, Any]
         else:
             picked[path] = value
     return picked
-
-
-def native_answer(
-    answer: ChatAnswer,
-    index: int,
-    content: str,
-    tokens: list[int],
-    model: str,
-    settings: dict[str, Any],
-    prompt: str,
-) -> NativeCompletion:
-    """llama-server's final /completion object for a finished reply (also the `__verbose`
-    of its OpenAI answers)."""
-    outcome = answer.outcome
-    return {
-        "index": index,
-        "content": content,
-        "tokens": tokens,
-        "id_slot": 0,
-        "stop": True,
-        "model": model,
-        "tokens_predicted": outcome.completion_tokens,
-        "tokens_evaluated": outcome.prompt_tokens,
-        "generation_settings": settings,
-        "prompt": prompt,
-        "has_new_line": "\n" in answer.text,
-        "truncated": outcome.prompt_truncated,
-        "stop_type": stop_type(outcome),
-        "stopping_word": outcome.stop_sequence or "",
-        "tokens_cached": outcome.prompt_tokens + outcome.completion_tokens,
-        "timings": timings(outcome),
-    }
 
 
 class NativeCompletionWire(SSEFormat):
@@ -199,10 +128,7 @@ class NativeCompletionWire(SSEFormat):
             chunk["completion_probabilities"] = probabilities(
                 item.logprobs, self._body.post_sampling_probs
             )
-        return [ServerSentEvent(json.dumps(chunk))]
+        return [sse_json(chunk)]
 
-    def ending(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        if failed(answer.outcome):
-            body = error_body(Dialect.OPENAI, failure_message(answer.outcome), ErrorKind.SERVER)
-            return [ServerSentEvent(json.dumps(body))]
-        return [ServerSentEvent(json.dumps(self._final(answer, "", [])))]
+    def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
+        return [sse_json(self._final(answer, "", []))]

@@ -1,80 +1,42 @@
-"""llama-server's native routes, beside the dialects that borrow them.
+"""llama-server's native routes: `/completion`, `/health`, `/props`, `/slots`, `/tokenize` and
+`/detokenize`, with its field names. Errors use the OpenAI shape, as llama-server does.
 
-`/completions` and `/chat/completions` (without `/v1`, as llama-server also serves them) are
-the OpenAI routes; `/completion`, `/health`, `/props`, `/slots`, `/tokenize`, `/detokenize`
-and `/apply-template` are llama-server's own, with its field names. Errors use the OpenAI
-shape, as llama-server does. (`/metrics` is server/dialects/metrics.py.)
+llama-server also serves the OpenAI routes without `/v1` and `/apply-template` (an OpenAI chat
+body's prompt): the OpenAI package registers those (server/dialects/openai/routes.py), and
+`/metrics` is server/dialects/metrics.py.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from server import __version__
-from server.dialects.common import new_id, tokens_without_bos
+from server.dialects.common import ChatPlan, new_id, tokens_without_bos
 from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.dialects.errors import APIError, Dialect, parse_json_body
-from server.dialects.llama import adapter as llama_adapter
+from server.dialects.errors import APIError, Dialect
+from server.dialects.llama import adapter
 from server.dialects.llama.formatter import NativeCompletionWire
 from server.dialects.llama.schemas import (
-    AppliedTemplate,
     CompletionRequest,
     Detokenized,
     DetokenizeRequest,
     Health,
     Props,
+    SinglePrompt,
     Slot,
     Tokenized,
     TokenizeRequest,
     TokenPiece,
 )
 from server.dialects.model_files import read_model_file
-from server.dialects.openai import adapter
-from server.dialects.openai.routes import (
-    chat_completions,
-    chat_input_tokens,
-    completions,
-    responses_input_tokens,
-)
-from server.dialects.openai.schemas import (
-    ChatCompletion,
-    Completion,
-    OpenAIChatRequest,
-    OpenAICompletionRequest,
-    ResponsesRequest,
-)
-from server.dialects.openapi import json_body
-from server.dialects.respond import (
-    CLIENT_GONE_STATUS,
-    Served,
-    generation_route,
-    named_model,
-    serve,
-    whole_answers,
-)
 from server.dialects.resumable import wants_resumable
+from server.dialects.routing import Served, json_route
+from server.dialects.serving import serve, whole_answers
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
 RequireKey = key_required(OPENAI)
-
-# The OpenAI routes under llama-server's unprefixed paths.
-generation_route(router, "/completions", OpenAICompletionRequest, Completion, OPENAI)(completions)
-generation_route(router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)(
-    chat_completions
-)
-for path, counter, counted in (
-    ("/chat/completions/input_tokens", chat_input_tokens, OpenAIChatRequest),
-    ("/responses/input_tokens", responses_input_tokens, ResponsesRequest),
-):
-    router.add_api_route(
-        path,
-        counter,
-        methods=["POST"],
-        dependencies=[RequireKey],
-        openapi_extra=json_body(counted),
-    )
 
 
 @router.get("/health")
@@ -105,10 +67,9 @@ async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfo
     }
 
 
-@router.post("/tokenize", dependencies=[RequireKey], openapi_extra=json_body(TokenizeRequest))
-async def tokenize(request: Request, model: ModelInfoDep) -> Tokenized:
-    body = await parse_json_body(request, TokenizeRequest, OPENAI)
-    tokenizer = model.tokenizer
+@json_route(router, "/tokenize", TokenizeRequest, OPENAI)
+async def tokenize(body: TokenizeRequest, served: Served) -> Tokenized:
+    tokenizer = served.model.tokenizer
     if body.add_special:
         ids = tokenizer.tokenize(body.content, special=body.parse_special)
     else:  # the tokenizer always adds BOS when the model wants one
@@ -121,43 +82,22 @@ async def tokenize(request: Request, model: ModelInfoDep) -> Tokenized:
     return {"tokens": pieces}
 
 
-@router.post("/detokenize", dependencies=[RequireKey], openapi_extra=json_body(DetokenizeRequest))
-async def detokenize(request: Request, model: ModelInfoDep) -> Detokenized:
-    body = await parse_json_body(request, DetokenizeRequest, OPENAI)
+@json_route(router, "/detokenize", DetokenizeRequest, OPENAI)
+async def detokenize(body: DetokenizeRequest, served: Served) -> Detokenized:
     try:
-        return {"content": model.tokenizer.detokenize(body.tokens, special=True)}
+        return {"content": served.model.tokenizer.detokenize(body.tokens, special=True)}
     except ValueError as exc:
         raise APIError(400, str(exc), dialect=OPENAI) from None
 
 
-@router.post(
-    "/apply-template", dependencies=[RequireKey], openapi_extra=json_body(OpenAIChatRequest)
-)
-async def apply_template(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> AppliedTemplate:
-    """The prompt a chat request would send to the model, rendered by its template."""
-    body = await parse_json_body(request, OpenAIChatRequest, OPENAI)
-    model = await named_model(request, scheduler, model, body.model, OPENAI)
-    options = Served(request, settings, model).chat_options("tmpl-")
-    plan = adapter.chat_plan(body, options, model.tokenizer)
-    return {"prompt": plan.generation.prompt}
-
-
-@router.post("/completion", dependencies=[RequireKey], openapi_extra=json_body(CompletionRequest))
-async def completion(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
+@json_route(router, "/completion", CompletionRequest, OPENAI, names_model=True)
+async def completion(body: CompletionRequest, served: Served) -> Response:
     """llama-server's native completion: one prompt (streamed or whole) or several (whole,
     answered as a list)."""
-    body = await parse_json_body(request, CompletionRequest, OPENAI)
-    model = await named_model(request, scheduler, model, body.model, OPENAI)
-    prompts = llama_adapter.prompt_list(body.prompt)
-    tokenizer = model.tokenizer
+    request, scheduler, model = served.request, served.scheduler, served.model
+    prompts = adapter.prompt_list(body.prompt)
     if prompts is None:
-        plan = llama_adapter.completion_plan(
-            body, body.prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
-        )
+        plan = _plan(body, body.prompt, served)
         wire = NativeCompletionWire(body, model.name, plan.generation, model.context_size)
         resumable = body.stream and wants_resumable(request)  # the header: no body field
         return await serve(
@@ -165,15 +105,8 @@ async def completion(
         )
     if body.stream:
         raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
-    plans = [
-        llama_adapter.completion_plan(
-            body, prompt, new_id("cmpl-"), tokenizer, settings.defaultgenamt
-        )
-        for prompt in prompts
-    ]
+    plans = [_plan(body, prompt, served) for prompt in prompts]
     answers = await whole_answers(request, scheduler, model, plans, OPENAI)
-    if answers is None:
-        return Response(status_code=CLIENT_GONE_STATUS)
     return JSONResponse(
         [
             NativeCompletionWire(
@@ -181,6 +114,14 @@ async def completion(
             ).whole(answer)
             for index, (plan, answer) in enumerate(zip(plans, answers, strict=True))
         ]
+    )
+
+
+def _plan(
+    body: CompletionRequest, prompt: SinglePrompt | list[SinglePrompt], served: Served
+) -> ChatPlan:
+    return adapter.completion_plan(
+        body, prompt, new_id("cmpl-"), served.model.tokenizer, served.settings.defaultgenamt
     )
 
 

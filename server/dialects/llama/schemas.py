@@ -1,8 +1,12 @@
-"""llama-server's request and answer shapes for its native routes (tools/server/README.md)."""
+"""llama-server's request and answer shapes for its native routes (tools/server/README.md).
+
+Its completion answers and their figures are in server/dialects/llama_extensions.py, since its
+OpenAI answers carry them too.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -41,10 +45,6 @@ class Tokenized(TypedDict):
 
 class Detokenized(TypedDict):
     content: str
-
-
-class AppliedTemplate(TypedDict):
-    prompt: str
 
 
 class Health(TypedDict):
@@ -100,72 +100,6 @@ class CompletionRequest(LlamaBase):
     return_tokens: bool = False
     response_fields: list[str] | None = None
     cache_prompt: bool = True  # Hearth always reuses a shared prefix
-
-
-class ProbabilityEntry(TypedDict, total=False):
-    id: int
-    token: str
-    bytes: list[int]
-    logprob: float  # the model's own (default)
-    prob: float  # with post_sampling_probs
-
-
-class TokenProbabilities(ProbabilityEntry, total=False):
-    top_logprobs: list[ProbabilityEntry]
-    top_probs: list[ProbabilityEntry]
-
-
-class PredictedTimings(TypedDict):
-    """The generation's figures so far (llama-server's `timings_per_token`)."""
-
-    predicted_n: int
-    predicted_ms: float
-    predicted_per_token_ms: float
-    predicted_per_second: float
-
-
-class Timings(PredictedTimings):
-    """A finished generation's figures: its prompt's and its reply's."""
-
-    cache_n: int
-    prompt_n: int
-    prompt_ms: float
-    prompt_per_token_ms: float
-    prompt_per_second: float
-
-
-class NativeChunk(TypedDict):
-    """One event of a /completion stream before the last."""
-
-    index: int
-    content: str
-    tokens: list[int]
-    stop: Literal[False]
-    id_slot: int
-    tokens_predicted: int
-    completion_probabilities: NotRequired[list[TokenProbabilities]]
-
-
-class NativeCompletion(TypedDict):
-    """/completion's whole answer, and the last event of its stream (`content` empty)."""
-
-    index: int
-    content: str
-    tokens: list[int]
-    id_slot: int
-    stop: Literal[True]
-    model: str
-    tokens_predicted: int
-    tokens_evaluated: int
-    generation_settings: dict[str, Any]
-    prompt: str
-    has_new_line: bool
-    truncated: bool
-    stop_type: str
-    stopping_word: str
-    tokens_cached: int
-    timings: Timings
-    completion_probabilities: NotRequired[list[TokenProbabilities]]
 
 
 class Slot(TypedDict):

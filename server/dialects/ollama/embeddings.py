@@ -9,23 +9,18 @@ both endpoints give the same vector for the same text.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from server.core.types import EmbedInput
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.dialects.embeddings import EmbeddingRoute
-from server.dialects.errors import Dialect, parse_json_body
+from server.dialects.embeddings import Embedded, EmbeddingAsk, embedding_route
+from server.dialects.errors import Dialect
 from server.dialects.limits import C_INT_MAX
 from server.dialects.ollama.schemas import KeepsAlive, OllamaOptions
-from server.dialects.openapi import json_answer, json_body
-from server.dialects.respond import CLIENT_GONE_STATUS
 
 router = APIRouter(tags=["Ollama"])
 OLLAMA = Dialect.OLLAMA
-RequireKey = key_required(OLLAMA)
 _NANOSECONDS = 1_000_000_000
 
 
@@ -63,72 +58,49 @@ class EmbeddingResponse(TypedDict):
     embedding: list[float]
 
 
-@router.post(
-    "/api/embed",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(OllamaEmbedRequest),
-    responses=json_answer(EmbedResponse),
-    response_model=None,
-)
-async def embed(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    route = EmbeddingRoute(request, scheduler, settings, model, OLLAMA)
-    body = await parse_json_body(request, OllamaEmbedRequest, OLLAMA)
-    await route.check_dimensions(body.dimensions, body.model)
-    inputs: list[EmbedInput] = [body.input] if isinstance(body.input, str) else [*body.input]
-    if not inputs or inputs == [""]:
-        name = await route.load_only(body.model, body.keep_alive)
-        answer: EmbedResponse = {
-            "model": name,
-            "embeddings": [],
-            "total_duration": 0,
-            "load_duration": 0,
-            "prompt_eval_count": 0,
-        }
-        return JSONResponse(answer)
-    embedded = await route.embed(
-        inputs,
-        model=body.model,
-        truncate=body.truncate,
-        id_prefix="embed-",
-        keep_alive=body.keep_alive,
-    )
-    if embedded is None:
-        return Response(status_code=CLIENT_GONE_STATUS)
-    answer = {
+def _embed_answer(embedded: Embedded) -> EmbedResponse:
+    return {
         "model": embedded.model,
         "embeddings": [list(vector) for vector in embedded.vectors],
         "total_duration": int(embedded.seconds * _NANOSECONDS),
         "load_duration": 0,  # a model switch, if any, is counted in total_duration
         "prompt_eval_count": embedded.prompt_tokens,
     }
-    return JSONResponse(answer)
 
 
-@router.post(
-    "/api/embeddings",
-    dependencies=[RequireKey],
-    openapi_extra=json_body(OllamaEmbeddingsRequest),
-    responses=json_answer(EmbeddingResponse),
-    response_model=None,
-)
-async def embeddings(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> Response:
-    route = EmbeddingRoute(request, scheduler, settings, model, OLLAMA)
-    body = await parse_json_body(request, OllamaEmbeddingsRequest, OLLAMA)
-    if not body.prompt:
-        await route.load_only(body.model, body.keep_alive)
-        return JSONResponse({"embedding": []})
-    embedded = await route.embed(
+def _nothing_embedded(model: str) -> EmbedResponse:
+    return {
+        "model": model,
+        "embeddings": [],
+        "total_duration": 0,
+        "load_duration": 0,
+        "prompt_eval_count": 0,
+    }
+
+
+@embedding_route(router, "/api/embed", OllamaEmbedRequest, EmbedResponse, OLLAMA)
+def embed(body: OllamaEmbedRequest) -> EmbeddingAsk:
+    inputs: list[EmbedInput] = [body.input] if isinstance(body.input, str) else [*body.input]
+    return EmbeddingAsk(
+        inputs,
+        body.model,
+        truncate=body.truncate,
+        id_prefix="embed-",
+        answer=_embed_answer,
+        keep_alive=body.keep_alive,
+        dimensions=body.dimensions,
+        model_only_answer=_nothing_embedded if not inputs or inputs == [""] else None,
+    )
+
+
+@embedding_route(router, "/api/embeddings", OllamaEmbeddingsRequest, EmbeddingResponse, OLLAMA)
+def embeddings(body: OllamaEmbeddingsRequest) -> EmbeddingAsk:
+    return EmbeddingAsk(
         [body.prompt],
-        model=body.model,
+        body.model,
         truncate=True,
         id_prefix="embed-",
+        answer=lambda embedded: {"embedding": list(embedded.vectors[0])},
         keep_alive=body.keep_alive,
+        model_only_answer=None if body.prompt else lambda _model: {"embedding": []},
     )
-    if embedded is None:
-        return Response(status_code=CLIENT_GONE_STATUS)
-    answer: EmbeddingResponse = {"embedding": list(embedded.vectors[0])}
-    return JSONResponse(answer)

@@ -15,7 +15,7 @@ from typing import Any
 from server.core.chat import ToolCall
 from server.core.tool_stream import ChatStreamEvent, TextDelta, ToolCallDone
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.common import ChatAnswer, failed, failure_message
+from server.dialects.common import ChatAnswer
 from server.dialects.errors import Dialect
 from server.dialects.ollama.schemas import (
     ChatChunk,
@@ -25,7 +25,7 @@ from server.dialects.ollama.schemas import (
     OllamaChunk,
     StreamError,
 )
-from server.dialects.respond import NDJSONFormat
+from server.dialects.wire import NDJSONFormat
 from server.models.gguf import GGUFSummary, rfc3339
 
 _NANOSECONDS = 1_000_000_000
@@ -91,12 +91,13 @@ class _OllamaLines(NDJSONFormat[OllamaLine]):
             return [self._chunk("", (item.call,))]  # Ollama sends each call whole
         return []
 
-    def ending(self, answer: ChatAnswer) -> list[OllamaLine]:
+    def finished(self, answer: ChatAnswer) -> list[OllamaLine]:
         last = self._chunk("")
         _finish(last, answer.outcome)
-        if failed(answer.outcome):
-            return [{"error": failure_message(answer.outcome)}, last]
         return [last]
+
+    def after_failure(self, answer: ChatAnswer) -> list[OllamaLine]:
+        return self.finished(answer)  # the usual last line, its done_reason "error"
 
 
 class GenerateWire(_OllamaLines):

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
-from server.dialects.deps import ModelInfoDep, SchedulerDep, key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind, parse_json_body
+from server.dialects.deps import ModelInfoDep, SchedulerDep
+from server.dialects.errors import APIError, Dialect, ErrorKind
 from server.dialects.model_choice import ModelChoice
 from server.dialects.model_files import listed_models, read_model_file
 from server.dialects.ollama import adapter, formatter
@@ -35,15 +35,13 @@ from server.dialects.ollama.schemas import (
     RunningModel,
     RunningModels,
 )
-from server.dialects.openapi import json_body
-from server.dialects.respond import Generation, Served, generation_route
+from server.dialects.routing import Generation, Served, generation_route, json_route
 from server.models.fetch import delete_hub_model
 from server.models.files import ModelFileError
 from server.models.gguf import rfc3339
 
 router = APIRouter(tags=["Ollama"])
 OLLAMA = Dialect.OLLAMA
-RequireKey = key_required(OLLAMA)
 OLLAMA_COMPAT_VERSION = "0.7.0"  # what KoboldCpp reports; clients only display it
 # Ollama turns a negative keep_alive ("never unload") into Go's longest duration,
 # math.MaxInt64 nanoseconds (api.Duration.UnmarshalJSON), and /api/ps reports
@@ -81,7 +79,7 @@ async def tags(request: Request, model: ModelInfoDep) -> ModelTags:
     return {
         "models": [
             formatter.model_entry(name, model.context_size, await read_model_file(path, True))
-            for name, path in listed_models(request, model)
+            for name, path in listed_models(request)
         ]
     }
 
@@ -92,7 +90,7 @@ async def running_models(
 ) -> RunningModels:
     """The loaded models, each with when its keep_alive unloads it."""
     snapshot = scheduler.snapshot()
-    paths = dict(listed_models(request, model))
+    paths = dict(listed_models(request))
     running: list[RunningModel] = []
     for name, unloads_in in zip(snapshot.loaded_models, snapshot.unloads_in, strict=False):
         file = await read_model_file(paths.get(name), with_digest=True)
@@ -104,23 +102,17 @@ async def running_models(
     return {"models": running}
 
 
-@router.post("/api/show", openapi_extra=json_body(OllamaShowRequest, required=False))
-async def show(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> ModelShow:
+@json_route(router, "/api/show", OllamaShowRequest, OLLAMA, key=False, optional=True)
+async def show(body: OllamaShowRequest, served: Served) -> ModelShow:
     """The model the body names (by the catalog's rules), with its own GGUF facts."""
-    body = await parse_json_body(request, OllamaShowRequest, Dialect.OLLAMA, optional=True)
-    name, path = model.name, model.path
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is not None:
-        requested = (body.model or body.name) if body is not None else None
-        entry = choice.catalog.resolve(requested, scheduler.snapshot().serving)
-        if entry is None:
-            raise APIError(404, f"model '{requested}' not found", ErrorKind.NOT_FOUND, OLLAMA)
-        name, path = entry.name, entry.path
+    choice: ModelChoice = served.request.app.state.model_choice
+    serving = served.scheduler.snapshot().serving
+    name, path = choice.named(body.model or body.name, OLLAMA, serving)
     file = await read_model_file(path, with_digest=False)
     summary = file[0] if file else None
     return {
         "modelfile": f"FROM {name}",
-        "parameters": f"num_ctx {model.context_size}",
+        "parameters": f"num_ctx {served.model.context_size}",
         "template": (summary.chat_template or "") if summary else "",
         "details": formatter.details(summary),
         "model_info": formatter.model_info(summary),
@@ -129,11 +121,10 @@ async def show(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -
     }
 
 
-@router.post("/api/pull", openapi_extra=json_body(OllamaPullRequest), dependencies=[RequireKey])
-async def pull(request: Request) -> Response:
+@json_route(router, "/api/pull", OllamaPullRequest, OLLAMA)
+async def pull(body: OllamaPullRequest, served: Served) -> Response:
     """Download `hf.co/owner/repo[:QUANT]` into the Hugging Face cache, with Ollama's progress
     lines (or one answer with "stream": false)."""
-    body = await parse_json_body(request, OllamaPullRequest, OLLAMA)
     name = _model_name(body.model, body.name)
     if not pullable(name):
         raise APIError(
@@ -141,9 +132,8 @@ async def pull(request: Request) -> Response:
             f"{name}: Hearth pulls models from Hugging Face only: hf.co/owner/repo[:QUANT]",
             dialect=OLLAMA,
         )
-    choice: ModelChoice | None = request.app.state.model_choice
-    pulled = choice.add if choice is not None else lambda _name, _path: None
-    lines = pull_progress(name, request.app.state.pull_locks, pulled)
+    state = served.request.app.state
+    lines = pull_progress(name, state.pull_locks, state.model_choice.add)
     if body.stream:
 
         async def ndjson() -> AsyncIterator[str]:
@@ -160,20 +150,17 @@ async def pull(request: Request) -> Response:
     return JSONResponse({"status": "success"})
 
 
-@router.delete(
-    "/api/delete", openapi_extra=json_body(OllamaDeleteRequest), dependencies=[RequireKey]
-)
-async def delete(request: Request, scheduler: SchedulerDep, model: ModelInfoDep) -> Response:
+@json_route(router, "/api/delete", OllamaDeleteRequest, OLLAMA, methods=["DELETE"])
+async def delete(body: OllamaDeleteRequest, served: Served) -> Response:
     """Remove a pulled `hf.co/…` model's files from the cache: never those of a loaded model or
     of the model the server started with (it serves requests that name none)."""
-    body = await parse_json_body(request, OllamaDeleteRequest, OLLAMA)
     name = _model_name(body.model, body.name)
     removed = []
     if pullable(name):
-        snapshot = scheduler.snapshot()
-        paths = dict(listed_models(request, model))
+        snapshot = served.scheduler.snapshot()
+        paths = dict(listed_models(served.request))
         in_use = [snapshot.loading_model, *snapshot.loaded_models]
-        keep = [model.path, *(paths.get(loaded) for loaded in in_use if loaded is not None)]
+        keep = [served.model.path, *(paths.get(loaded) for loaded in in_use if loaded is not None)]
         kept = [path for path in keep if path is not None]
         try:
             removed = await asyncio.to_thread(delete_hub_model, name, kept)
@@ -181,9 +168,8 @@ async def delete(request: Request, scheduler: SchedulerDep, model: ModelInfoDep)
             raise APIError(400, str(exc), dialect=OLLAMA) from None
     if not removed:
         raise APIError(404, f"model '{name}' not found", ErrorKind.NOT_FOUND, OLLAMA)
-    choice: ModelChoice | None = request.app.state.model_choice
-    if choice is not None:
-        choice.forget(removed[0])
+    choice: ModelChoice = served.request.app.state.model_choice
+    choice.forget(removed[0])
     return Response(status_code=200)
 
 

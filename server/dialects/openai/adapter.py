@@ -21,7 +21,7 @@ from server.dialects.common import (
 )
 from server.dialects.errors import APIError, Dialect
 from server.dialects.function_tools import function_tools
-from server.dialects.openai.schemas import (
+from server.dialects.openai.requests import (
     OpenAIChatMessage,
     OpenAIChatRequest,
     OpenAICompletionRequest,

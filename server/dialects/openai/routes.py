@@ -1,46 +1,51 @@
 """OpenAI endpoints: /v1/completions, /v1/chat/completions, /v1/responses, /v1/models, and
 the prompt size of a chat or Responses request (`…/input_tokens`).
 
-Each plans its generation (adapter.py) and names the wire it is answered in (formatter.py);
-`respond.generation_route` does the rest.
+Each plans its generation (adapter.py) and names the wire it is answered in (formatter.py,
+responses.py); `routing.generation_route` does the rest. llama-server serves the same routes
+without `/v1`, and renders a chat body's prompt at `/apply-template`: those are registered
+here too, on `llama_server_router` (tagged as llama-server's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from fastapi import APIRouter, Request
 
-from server.core.engine import Tokenizer
 from server.dialects import common
-from server.dialects.common import ChatOptions, ChatPlan
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.dialects.errors import Dialect, parse_json_body
+from server.dialects.common import ChatPlan
+from server.dialects.deps import ModelInfoDep
+from server.dialects.errors import Dialect
+from server.dialects.llama_extensions import LlamaExtras
 from server.dialects.model_files import listed_models, read_model_file
 from server.dialects.openai import adapter, formatter
+from server.dialects.openai.requests import (
+    OpenAIChatRequest,
+    OpenAICompletionRequest,
+    OpenAISamplingFields,
+    ResponsesRequest,
+)
+from server.dialects.openai.responses import ResponsesWire
 from server.dialects.openai.schemas import (
+    AppliedTemplate,
     ChatCompletion,
     Completion,
     InputTokens,
     ModelEntry,
     ModelList,
-    OpenAIChatRequest,
-    OpenAICompletionRequest,
     ResponseObject,
-    ResponsesRequest,
 )
-from server.dialects.openapi import json_body
-from server.dialects.respond import Generation, Served, generation_route, named_model
+from server.dialects.routing import Generation, Served, generation_route, json_route
 
 router = APIRouter(tags=["OpenAI"])
+llama_server_router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
 
 
 @router.get("/v1/models")
 async def list_models(request: Request, model: ModelInfoDep) -> ModelList:
-    listed = listed_models(request, model)
+    listed = listed_models(request)
     return {"object": "list", "data": [await _model_entry(name, path) for name, path in listed]}
 
 
@@ -54,6 +59,12 @@ async def _model_entry(name: str, path: Path | None) -> ModelEntry:
     return entry
 
 
+def _extras(body: OpenAISamplingFields, plan: ChatPlan, served: Served) -> LlamaExtras:
+    return LlamaExtras(
+        plan.generation, served.model.context_size, body.verbose, body.timings_per_token
+    )
+
+
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)
 def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
     plan = adapter.completion_plan(body, common.new_id("cmpl-"), served.model.tokenizer)
@@ -62,7 +73,7 @@ def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
         served.model.name,
         body.include_usage,
         logprobs=body.logprobs is not None,
-        extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
+        extras=_extras(body, plan, served),
     )
     return Generation(plan, wire, body.stream, choices=body.n, resumable=body.resumable)
 
@@ -75,7 +86,7 @@ def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
         served.model.name,
         body.include_usage,
         body.logprobs,
-        extras=formatter.LlamaExtras.of(body, plan.generation, served.model.context_size),
+        extras=_extras(body, plan, served),
     )
     return Generation(plan, wire, body.stream, choices=body.n, resumable=body.resumable)
 
@@ -83,62 +94,54 @@ def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
 @generation_route(router, "/v1/responses", ResponsesRequest, ResponseObject, OPENAI)
 def responses(body: ResponsesRequest, served: Served) -> Generation:
     plan = adapter.responses_plan(body, served.chat_options("resp_"))
-    wire = formatter.ResponsesWire(plan.generation.request_id, served.model.name, body)
+    wire = ResponsesWire(plan.generation.request_id, served.model.name, body)
     resumable = body.stream_options is not None and body.stream_options.resumable
     return Generation(plan, wire, body.stream, resumable=resumable)
 
 
-Counted = TypeVar("Counted", OpenAIChatRequest, ResponsesRequest)
+def _input_tokens(count: int) -> InputTokens:
+    return {"object": "response.input_tokens", "input_tokens": count}
 
 
-async def _prompt_size(
-    request: Request,
-    scheduler: SchedulerDep,
-    settings: SettingsDep,
-    model: ModelInfoDep,
-    body_model: type[Counted],
-    plan: Callable[[Counted, ChatOptions, Tokenizer], ChatPlan],
-) -> InputTokens:
-    """The prompt tokens the body's generation would send: planned as that route plans it."""
-    body = await parse_json_body(request, body_model, OPENAI)
-    model = await named_model(request, scheduler, model, body.model, OPENAI)
-    options = Served(request, settings, model).chat_options("tok-")
-    prompt = plan(body, options, model.tokenizer).generation.prompt
-    return {
-        "object": "response.input_tokens",
-        "input_tokens": len(model.tokenizer.tokenize(prompt)),
-    }
-
-
-@router.post(
-    "/v1/chat/completions/input_tokens",
-    dependencies=[key_required(OPENAI)],
-    openapi_extra=json_body(OpenAIChatRequest),
+@json_route(
+    router, "/v1/chat/completions/input_tokens", OpenAIChatRequest, OPENAI, names_model=True
 )
-async def chat_input_tokens(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> InputTokens:
+async def chat_input_tokens(body: OpenAIChatRequest, served: Served) -> InputTokens:
     """The prompt tokens /v1/chat/completions would send for the same body (llama-server's
     route; its `usage.prompt_tokens` when nothing has to be cut to fit)."""
-    return await _prompt_size(
-        request, scheduler, settings, model, OpenAIChatRequest, adapter.chat_plan
-    )
+    plan = adapter.chat_plan(body, served.chat_options("tok-"), served.model.tokenizer)
+    return _input_tokens(served.prompt_size(plan))
 
 
-@router.post(
-    "/v1/responses/input_tokens",
-    dependencies=[key_required(OPENAI)],
-    openapi_extra=json_body(ResponsesRequest),
-)
-async def responses_input_tokens(
-    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> InputTokens:
+@json_route(router, "/v1/responses/input_tokens", ResponsesRequest, OPENAI, names_model=True)
+async def responses_input_tokens(body: ResponsesRequest, served: Served) -> InputTokens:
     """The prompt tokens /v1/responses would send for the same body (OpenAI's route)."""
-    return await _prompt_size(
-        request,
-        scheduler,
-        settings,
-        model,
-        ResponsesRequest,
-        lambda body, options, _tokenizer: adapter.responses_plan(body, options),
-    )
+    plan = adapter.responses_plan(body, served.chat_options("tok-"))
+    return _input_tokens(served.prompt_size(plan))
+
+
+# -- llama-server's spellings -----------------------------------------------------------------
+
+generation_route(llama_server_router, "/completions", OpenAICompletionRequest, Completion, OPENAI)(
+    completions
+)
+generation_route(
+    llama_server_router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI
+)(chat_completions)
+json_route(
+    llama_server_router,
+    "/chat/completions/input_tokens",
+    OpenAIChatRequest,
+    OPENAI,
+    names_model=True,
+)(chat_input_tokens)
+json_route(
+    llama_server_router, "/responses/input_tokens", ResponsesRequest, OPENAI, names_model=True
+)(responses_input_tokens)
+
+
+@json_route(llama_server_router, "/apply-template", OpenAIChatRequest, OPENAI, names_model=True)
+async def apply_template(body: OpenAIChatRequest, served: Served) -> AppliedTemplate:
+    """The prompt a chat request would send to the model, rendered by its template."""
+    plan = adapter.chat_plan(body, served.chat_options("tmpl-"), served.model.tokenizer)
+    return {"prompt": plan.generation.prompt}

@@ -6,7 +6,7 @@ from server.core.chat import ChatMessage, ToolCall
 from server.dialects.anthropic.adapter import chat_messages as anthropic_turns
 from server.dialects.anthropic.schemas import AnthropicMessagesRequest
 from server.dialects.openai.adapter import responses_messages
-from server.dialects.openai.schemas import ResponsesRequest
+from server.dialects.openai.requests import ResponsesRequest
 
 
 def test_anthropic_blocks_become_turns_with_calls_and_results() -> None:

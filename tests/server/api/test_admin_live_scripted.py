@@ -19,10 +19,10 @@ from server.core.types import (
     GenerationRequest,
 )
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.scripted_engine import ScriptedEngine
 from tests.server.test_real_model import wait_for
-from tests.sse import iter_sse
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 Serve = Callable[..., RunningServer]
 TOKEN = "launcher-token-for-tests"

@@ -15,10 +15,10 @@ import openai
 import pytest
 
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.metrics_reader import scrape_until
-from tests.scripted_engine import ScriptedEngine
-from tests.sse import iter_sse
+from tests.support.metrics_reader import scrape_until
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 Serve = Callable[..., RunningServer]
 TOOL_JSON = b'{"name": "get_weather", "arguments": {"city": "Oslo"}}'

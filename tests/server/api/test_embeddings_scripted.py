@@ -12,9 +12,13 @@ import httpx
 import pytest
 
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.error_shapes import assert_error_shape
-from tests.scripted_engine import SCRIPTED_EMBEDDING_SIZE, ScriptedEngine, scripted_embedding
+from tests.support.error_shapes import assert_error_shape
+from tests.support.scripted_engine import (
+    SCRIPTED_EMBEDDING_SIZE,
+    ScriptedEngine,
+    scripted_embedding,
+)
+from tests.support.servers import RunningServer
 
 Serve = Callable[..., RunningServer]
 BUSY = {"detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}}

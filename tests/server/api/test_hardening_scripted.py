@@ -20,10 +20,10 @@ from server.core.chat import ChatTemplate
 from server.core.job import Job
 from server.process.console import RequestLog
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.error_shapes import TEXT_ENDPOINTS, assert_error_shape
-from tests.scripted_engine import ScriptedEngine
-from tests.sse import iter_sse
+from tests.support.error_shapes import TEXT_ENDPOINTS, assert_error_shape
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 Serve = Callable[..., RunningServer]
 USER = [{"role": "user", "content": "Hi"}]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import httpx
 
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.scripted_engine import ScriptedEngine
-from tests.sse import iter_sse
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
 
 Serve = Callable[..., RunningServer]
 STREAM = "/api/extra/generate/stream"

@@ -14,8 +14,8 @@ import openai
 
 from server.core.chat import ChatTemplate
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
 
 Serve = Callable[..., RunningServer]
 

@@ -11,15 +11,15 @@ import httpx
 import pytest
 
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.metrics_reader import (
+from tests.support.metrics_reader import (
     LLAMA_SERVER_COUNTERS,
     LLAMA_SERVER_GAUGES,
     scrape,
     scrape_until,
 )
-from tests.scripted_engine import ScriptedEngine
-from tests.sse import SSEEvent, iter_sse
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import SSEEvent, iter_sse
 
 Serve = Callable[..., RunningServer]
 STREAM = "/api/extra/generate/stream"

@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from server.settings.config import HearthSettings
-from tests.conftest import RunningServer
-from tests.error_shapes import assert_error_shape
-from tests.scripted_engine import ScriptedEngine
-from tests.sse import SSEEvent, iter_sse
+from tests.support.error_shapes import assert_error_shape
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.sse import SSEEvent, iter_sse
 
 Serve = Callable[..., RunningServer]
 USER = [{"role": "user", "content": "Hi"}]

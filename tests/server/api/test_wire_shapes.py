@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningServer
-from tests.scripted_engine import ScriptedEngine
-from tests.stream_shapes import answer_problem, stream_problem
+from tests.support.scripted_engine import ScriptedEngine
+from tests.support.servers import RunningServer
+from tests.support.stream_shapes import answer_problem, stream_problem
 
 Serve = Callable[..., RunningServer]
 USER: list[Any] = [{"role": "user", "content": "Hi"}]

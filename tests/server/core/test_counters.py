@@ -12,7 +12,7 @@ from server.core.engine_pool import EnginePool
 from server.core.job import JobState
 from server.core.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
 
 
 def test_a_wait_on_a_bucket_bound_falls_in_that_bucket() -> None:

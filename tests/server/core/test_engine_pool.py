@@ -15,7 +15,7 @@ from server.core.engine import Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.core.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationRequest
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
 
 
 class Models:
@@ -275,3 +275,39 @@ def test_unloading_the_current_model_leaves_another_loaded_one_current() -> None
     assert pool.loaded_names == ["a", "b"] and pool.current_name == "b"
     pool.unload("b")
     assert pool.current_name == "a"
+
+
+# -- a pool of one: the scheduler around a single engine ------------------------------------------
+
+
+def test_a_single_engine_is_a_pool_of_one_that_runs_every_job_and_never_unloads() -> None:
+    """Scheduler(engine) wraps a bare engine in EnginePool.of_one: with no catalog to load
+    from, a job naming another model runs on it, and keep_alive 0 leaves it loaded."""
+    engine = ScriptedEngine(pieces=(b"x",), end_after=1)
+
+    async def main() -> None:
+        scheduler = Scheduler(engine, multiuser=20)
+        scheduler.start()
+        try:
+            texts = await finish(
+                scheduler, asked("1", "other"), asked("2", None, keep_alive=0.0), asked("3", None)
+            )
+            assert texts == ["x", "x", "x"]
+            unload = asked("unload", None, model_only=True, keep_alive=0.0)
+            _text, outcome = await scheduler.collect(scheduler.submit(unload))
+            assert outcome.finish_reason is FinishReason.STOP  # answered, nothing closed
+            snapshot = scheduler.snapshot()
+            assert (snapshot.model, snapshot.loaded_models) == ("scripted", ("scripted",))
+            assert snapshot.unloads_in == (math.inf,) and snapshot.loading_model is None
+        finally:
+            scheduler.stop()
+
+    asyncio.run(main())
+    assert [r.request_id for r in engine.requests] == ["1", "2", "3"]
+
+
+def test_a_pool_of_one_counts_decodes_only_when_its_engine_does() -> None:
+    assert EnginePool.of_one(ScriptedEngine()).decode_counts is None
+    pool = EnginePool.of_one(ScriptedEngine())
+    assert pool.unload() == [] and pool.loaded_names == ["scripted"]
+    assert not pool.switch_needed("elsewhere") and not pool.needs_load("elsewhere")

@@ -11,10 +11,9 @@ from collections import defaultdict
 import pytest
 
 from server.core.llama.native import GgmlThreadpoolParams, check_struct_layouts
-from tests.conftest import ROOT
+from tests.support.servers import ROOT
 
 pytestmark = [
-    pytest.mark.model,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps"),
 ]
 
@@ -36,6 +35,7 @@ engine.close()
 """
 
 
+@pytest.mark.model  # loads the real model in a subprocess
 def test_each_ggml_library_is_mapped_once() -> None:
     result = subprocess.run(
         [sys.executable, "-c", _PROBE],

@@ -10,7 +10,7 @@ import pytest
 from server.core.job import JobState
 from server.core.scheduler import QueueFullError, Scheduler, waiting_places
 from server.core.types import FinishReason, GenerationRequest, SamplingParams
-from tests.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import ScriptedEngine
 
 
 def request(name: str, tokens: int = 3, genkey: str = "") -> GenerationRequest:

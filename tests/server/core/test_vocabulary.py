@@ -9,7 +9,7 @@ from server.core.llama.engine import ModelCard
 from server.core.llama.model import Vocabulary
 from server.core.types import GenerationRequest
 from server.models.files import resolve_model_path
-from tests.conftest import RunningServer
+from tests.support.servers import RunningServer
 
 TEXT = "Hello, world! <start_of_turn>user\nNaïve café ☕ 1234567"
 

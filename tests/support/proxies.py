@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from tests.conftest import RunningServer
+from tests.support.servers import RunningServer
 
 
 class _Proxy:

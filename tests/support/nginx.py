@@ -10,7 +10,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.servers import ROOT
+
 CONFIG = ROOT / "deploy" / "nginx" / "hearth.conf"
 # The shipped file's placeholders: two instances and the port clients use.
 SHIPPED_INSTANCES = ("127.0.0.1:5001", "127.0.0.1:5002")

@@ -13,9 +13,9 @@ from typing import Any, get_args, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 
 from server.dialects import errors
+from server.dialects import llama_extensions as llama
 from server.dialects.anthropic import schemas as anthropic
 from server.dialects.kobold import schemas as kobold
-from server.dialects.llama import schemas as llama
 from server.dialects.ollama import schemas as ollama
 from server.dialects.openai import schemas as openai
 

@@ -7,7 +7,7 @@ broken download can resume. Plain `/files/<name>` URLs serve the same files for 
 downloader. Every request is recorded (method, path, Range header) for the tests to inspect,
 and `cut_after` makes the next download of a file stop after that many bytes.
 `serve_hub` runs one with repositories made of the bundled model (one of them a copy renamed
-in its metadata with the gguf package) and points huggingface_hub at it for the test.
+in its metadata: tests/support/gguf_rename.py) and points huggingface_hub at it for the test.
 """
 
 from __future__ import annotations
@@ -253,32 +253,11 @@ STORY_FILE = "story-writer-Q4_K_M.gguf"
 STORY_NAME = "Story Writer 270M, a renamed copy for Hearth's tests"
 
 
-def renamed_copy(source: Path, target: Path, name: str = STORY_NAME) -> Path:
-    """A copy of a GGUF whose `general.name` (and so its size) is changed with the gguf
-    package, as a second, different model for the hub tests. Made once per target."""
-    if target.exists():
-        return target
-    import gguf
-    from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
-
-    reader = gguf.GGUFReader(source, "r")
-    architecture = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
-    partial = target.with_name(target.name + ".part")
-    writer = gguf.GGUFWriter(partial, arch=architecture, endianess=reader.endianess)
-    alignment = reader.fields.get(gguf.Keys.General.ALIGNMENT)
-    if alignment is not None:
-        writer.data_alignment = alignment.contents()
-    renamed = {gguf.Keys.General.NAME: MetadataDetails(gguf.GGUFValueType.STRING, name)}
-    copy_with_new_metadata(reader, writer, renamed, [])
-    partial.rename(target)
-    return target
-
-
 def serve_hub(model: Path, cache: Path, monkeypatch: Any, story: Path | None = None) -> LocalHub:
     """A started LocalHub with REPO (Q4_K_M and Q8_0 files), a gated repo and, given `story`
-    (a `renamed_copy`), STORY_REPO; huggingface_hub's endpoint and cache point at it and
-    `cache` for this test (its constants are read at import, so they are patched, not the
-    environment)."""
+    (a `gguf_rename.renamed_copy`), STORY_REPO; huggingface_hub's endpoint and cache point at
+    it and `cache` for this test (its constants are read at import, so they are patched, not
+    the environment)."""
     from huggingface_hub import constants
 
     hub = LocalHub()

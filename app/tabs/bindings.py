@@ -1,0 +1,144 @@
+"""A binding ties one setting to the widget that edits it: which kind of widget, its caption,
+and how a value goes into the widget and comes back out.
+
+What the settings model already says is taken from it, not written again: a number's range
+(its field's `ge`/`le`), whether an empty text means "not set" (a field whose default is None),
+and the tooltip (the field's description, followed by what only the launcher needs to add).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Generic, TypeVar
+
+from PySide6.QtWidgets import QCheckBox, QLineEdit, QSpinBox, QWidget
+
+from app.tabs.fields import file_picker, folder_picker, line_edit, spin_box
+from server.settings.config import HearthSettings
+
+W = TypeVar("W", bound=QWidget)
+
+
+@dataclass(frozen=True)
+class Binding(Generic[W]):
+    """One setting on a tab. `key` is the settings key (also the `.kcpps` key), `label` the
+    caption left of the field."""
+
+    key: str
+    label: str
+    _: KW_ONLY
+    more: str = ""  # said after the field's description in the tooltip
+    # The launcher's own tooltip instead of the description, where the description speaks of
+    # the command line (--modeldir) or a box shows the key's opposite (FastForwarding).
+    tooltip_text: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.key not in HearthSettings.model_fields:
+            raise ValueError(f"{self.key} is not a setting")
+
+    def tooltip(self) -> str:
+        """The tooltip; `{min}`, `{max}` and `{default}` in the launcher's words are the
+        field's own."""
+        field = HearthSettings.model_fields[self.key]
+        lower, upper = HearthSettings.bounds(self.key)
+        own = self.tooltip_text if self.tooltip_text is not None else self.more
+        own = own.format(min=lower, max=upper, default=field.default)
+        if self.tooltip_text is not None:
+            return own
+        return " ".join(part for part in (field.description or "", own) if part)
+
+    def caption(self) -> str:
+        return self.label
+
+    def create(self) -> W:
+        raise NotImplementedError
+
+    def row_widget(self, editor: W) -> QWidget:
+        """What the row shows: the editor, or the editor inside a picker."""
+        return editor
+
+    def load(self, editor: W, value: Any) -> None:
+        raise NotImplementedError
+
+    def read(self, editor: W) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Text(Binding[QLineEdit]):
+    """A line of text; for a setting that may be unset, an empty line reads as None."""
+
+    placeholder: str = ""
+    secret: bool = False  # hidden as typed, and read as typed (a password's spaces are its own)
+
+    def create(self) -> QLineEdit:
+        return line_edit(self.placeholder, password=self.secret)
+
+    def load(self, editor: QLineEdit, value: Any) -> None:
+        editor.setText(value or "")
+
+    def read(self, editor: QLineEdit) -> str | None:
+        text = editor.text() if self.secret else editor.text().strip()
+        unset_is_none = HearthSettings.model_fields[self.key].default is None
+        return (text or None) if unset_is_none else text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Folder(Text):
+    """A folder's path, with a Browse… button."""
+
+    title: str  # of the folder dialog
+
+    def row_widget(self, editor: QLineEdit) -> QWidget:
+        return folder_picker(editor, self.title)
+
+
+@dataclass(frozen=True, kw_only=True)
+class File(Text):
+    """A file's path, with a Browse… button."""
+
+    title: str  # of the file dialog
+    file_filter: str  # the dialog's "name (*.ext);;…" choices
+
+    def row_widget(self, editor: QLineEdit) -> QWidget:
+        return file_picker(editor, self.title, self.file_filter)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Number(Binding[QSpinBox]):
+    """An integer in the range the settings model allows."""
+
+    step: int = 1
+    minimum: int | None = None  # a launcher rule above the model's own minimum
+    special: str | None = None  # what the minimum shows as ("Auto" for -1)
+    # A stored value the field shows as another (a batch size below 16 shows as 512).
+    shown_as: Callable[[int], int] | None = None
+
+    def create(self) -> QSpinBox:
+        return spin_box(self.key, special=self.special, step=self.step, minimum=self.minimum)
+
+    def load(self, editor: QSpinBox, value: Any) -> None:
+        editor.setValue(value if self.shown_as is None else self.shown_as(value))
+
+    def read(self, editor: QSpinBox) -> int:
+        return editor.value()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check(Binding[QCheckBox]):
+    """A check box; its `label` is the box's own text (the row has no caption)."""
+
+    inverted: bool = False  # the box says the opposite of the key (FastForwarding: nofastforward)
+
+    def caption(self) -> str:
+        return ""
+
+    def create(self) -> QCheckBox:
+        return QCheckBox(self.label)
+
+    def load(self, editor: QCheckBox, value: Any) -> None:
+        editor.setChecked(bool(value) != self.inverted)
+
+    def read(self, editor: QCheckBox) -> bool:
+        return editor.isChecked() != self.inverted

@@ -1,0 +1,174 @@
+"""Every setting the launcher shows, once: its kind of field, caption and placeholder, and what
+its tooltip adds to the settings model's description. Ranges, defaults and descriptions come
+from `HearthSettings` (see app.tabs.bindings); which tab shows what, in which order, is in
+app.tabs.settings_tabs. A setting shown on two tabs (as in KoboldCpp) is one binding used twice.
+
+Only settings the server honours appear. There is no "Use Jinja" box: Hearth always uses the
+model's own chat template when the GGUF has one (KoboldCpp's --jinja is implied), and the
+`jinja` key of a .kcpps file is kept as it was.
+"""
+
+from __future__ import annotations
+
+from app.settings_store import LAUNCHER_MIN_MULTIUSER
+from app.tabs.bindings import Check, File, Folder, Number, Text
+from server.base.defaults import DEFAULT_BATCH
+
+# -- shown on two tabs ----------------------------------------------------------------------
+
+CONTEXT_SIZE = Number(
+    "contextsize",
+    "Context Size:",
+    step=256,
+    more="What the model can see at once: prompt plus reply ({min} to {max}).",
+)
+QUIET = Check("quiet", "Quiet Mode", more="Figures still show.")
+
+# -- Quick Launch -----------------------------------------------------------------------------
+
+MODEL = Text("model_param", "GGUF Text Model:", placeholder="Bundled model: Gemma 3 270M (Q4_K_M)")
+MODEL_DIR = Folder(
+    "modeldir",
+    "Model Folder:",
+    placeholder="none: serve the model above only",
+    title="Choose a folder of GGUF models",
+    more="Subfolders too: /v1/models, /api/tags and /api/admin/list_options list them all, "
+    "and requests naming no model get the model loaded now. Empty: serve the GGUF Text Model "
+    "above only.",
+)
+MAX_LOADED = Number(
+    "maxloadedmodels",
+    "Max Loaded Models:",
+    more="Each takes its own memory. Needs a model folder.",
+)
+DEFAULT_MODEL = Text(
+    "defaultmodel",
+    "Default Model:",
+    placeholder="none: unknown names are not found",
+    tooltip_text="The model (its name as /v1/models lists it) that serves requests naming a "
+    "model the folder does not have. Empty: those requests get 'model not found'. Needs a "
+    "model folder.",
+)
+EMBEDDINGS_MODEL = File(
+    "embeddingsmodel",
+    "Embeddings Model:",
+    placeholder="none: the text model embeds",
+    title="Choose a GGUF embedding model",
+    file_filter="GGUF models (*.gguf);;All files (*)",
+    more="Used by /v1/embeddings, /api/embed and /api/extra/embeddings (KoboldCpp's "
+    "--embeddingsmodel); nomic-embed or bge, for example. The text model is slow for long "
+    "inputs when its vocabulary is large.",
+)
+THREADS = Number(
+    "threads",
+    "Threads:",
+    special="Auto",
+    shown_as=lambda threads: threads if threads > 0 else -1,  # 0 means Auto too
+    tooltip_text="CPU threads for generation. Auto uses every core (up to 8).",
+)
+LAUNCH_BROWSER = Check("launch", "Launch Browser")
+
+# -- Network ----------------------------------------------------------------------------------
+
+HOST = Text(
+    "host",
+    "Host:",
+    placeholder="127.0.0.1 (this computer only)",
+    more="0.0.0.0: every network this computer is on (set a password then).",
+)
+PORT = Number("port_param", "Port:", more="Every API is served on it (default {default}).")
+MULTIUSER = Number(
+    "multiuser",
+    "Multiuser Queue:",
+    minimum=LAUNCHER_MIN_MULTIUSER,  # KoboldCpp's launcher shows less as 10 (settings_store)
+    more="More get HTTP 503; waiters are served in arrival order.",
+)
+PARALLEL_REQUESTS = Number(
+    "parallelrequests",
+    "Parallel Requests:",
+    minimum=1,  # ≤ 1 shows as 1
+    more="1: one at a time.",
+)
+PASSWORD = Text(
+    "password",
+    "Password:",
+    placeholder="none: anyone who can reach the port may use it",
+    secret=True,
+    more="Sent as 'Authorization: Bearer …' (or Anthropic's x-api-key).",
+)
+METRICS = Check(
+    "metrics",
+    "Prometheus Metrics",
+    more="On the server's address (e.g. http://127.0.0.1:5001/metrics), as llama-server's "
+    "--metrics does: its llamacpp:* figures (tokens, speeds, requests running and "
+    "waiting) and Hearth's own (503s, aborts, disconnects, queue wait). The password, when "
+    "set, guards it.",
+)
+RPC = Text(
+    "rpc",
+    "RPC Workers:",
+    placeholder="none: every layer on this computer",
+    more="Other machines running `hearth rpc-worker` (llama.cpp's RPC): their GPUs (or "
+    "memory) take layers of the model as if they were this machine's, for a model too big for "
+    "it (llama-server's --rpc). llama.cpp's RPC has no password: use it only on a network you "
+    "trust. Empty: every layer stays here.",
+)
+
+# -- Context ----------------------------------------------------------------------------------
+
+DEFAULT_GEN_AMOUNT = Number("defaultgenamt", "Default Gen Amt:", more="Frontends usually say.")
+BATCH_SIZE = Number(
+    "batchsize",
+    "Batch Size:",
+    step=16,
+    minimum=16,
+    shown_as=lambda size: size if size >= 16 else DEFAULT_BATCH,
+    more="Larger reads long prompts faster.",
+)
+FAST_FORWARD = Check(
+    "nofastforward",
+    "FastForwarding",
+    inverted=True,
+    tooltip_text="Reuse the cached start of the previous prompt instead of reading it again.",
+)
+CONTEXT_SHIFT = Check(
+    "noshift",
+    "Use ContextShift",
+    inverted=True,
+    tooltip_text="When a chat outgrows the context, trim its start and shift the cache "
+    "instead of reading everything again. Parallel Requests turn it off.",
+)
+JINJA_TOOLS = Check(
+    "jinja_tools",
+    "Jinja for Tools",
+    more="Hearth knows <tool_call> tags. The model's own chat template is always used when it "
+    "has one, so there is no separate Use Jinja box.",
+)
+
+# -- Admin ------------------------------------------------------------------------------------
+
+ADMIN = Check(
+    "admin",
+    "Enable Model Switching",
+    more="KoboldCpp's admin mode: clients switch with /api/admin/reload_config, choosing among "
+    "what /api/admin/list_options lists. Hearth switches in place, without restarting the "
+    "server.",
+)
+ADMIN_DIR = Folder(
+    "admindir",
+    "Admin Folder:",
+    placeholder="same as the model folder",
+    title="Choose the admin folder",
+    tooltip_text="Folder of the .kcpps files and GGUF models /api/admin/list_options offers to "
+    "switch to (a .kcpps file switches to its model). Empty: the Model Folder of the Quick "
+    "Launch tab.",
+)
+ADMIN_PASSWORD = Text(
+    "adminpassword",
+    "Admin Password:",
+    placeholder="none: no key asked",
+    secret=True,
+    tooltip_text="Required as 'Authorization: Bearer …' (or x-api-key) on the admin API. "
+    "Empty: the server's password (Network tab) guards it; with neither, anyone who can reach "
+    "the port may switch the model.",
+)

@@ -1,0 +1,57 @@
+"""Admitting a request, whichever dialect and whatever its kind: which model it runs on, and
+its place in the queue (503 with KoboldCpp's body when full).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fastapi import Request
+
+from server.core.job import Job
+from server.core.scheduler import QueueFullError, Scheduler
+from server.core.types import GenerationRequest
+from server.dialects.client_address import client_address
+from server.dialects.deps import ModelInfo
+from server.dialects.errors import APIError, Dialect, busy_error
+from server.dialects.model_choice import ModelChoice
+
+
+async def named_model(
+    request: Request, scheduler: Scheduler, name: str | None, dialect: Dialect
+) -> ModelInfo:
+    """The model a body names (the dialect's 404 if none matches), else the one serving now."""
+    choice: ModelChoice = request.app.state.model_choice
+    return await choice.info_for(name, dialect, scheduler.snapshot().serving)
+
+
+def on_model(model: ModelInfo, generation: GenerationRequest) -> GenerationRequest:
+    """The generation, to be run on `model` (the scheduler loads it first if need be)."""
+    return dataclasses.replace(generation, model=model.name)
+
+
+def submit(
+    scheduler: Scheduler, model: ModelInfo, generation: GenerationRequest, dialect: Dialect
+) -> Job:
+    """Take a queue place or answer 503 with KoboldCpp's body (the same for every dialect).
+
+    A JSON schema (response format, tool parameters) that cannot become a grammar is refused
+    here with a 400, before any byte of a stream: found later it could only be a failure."""
+    if generation.json_schema is not None:
+        try:
+            model.schemas.check_json_schema(generation.json_schema)
+        except ValueError as exc:
+            raise APIError(400, f"Unusable JSON schema: {exc}", dialect=dialect) from None
+    elif generation.grammar is not None:
+        try:
+            model.schemas.check_grammar(generation.grammar)
+        except ValueError as exc:
+            raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
+    # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py).
+    generation = dataclasses.replace(generation, client=client_address(), dialect=dialect.value)
+    try:
+        job = scheduler.submit(generation)
+    except QueueFullError:
+        raise busy_error() from None
+    scheduler.count_admitted(dialect.value)
+    return job
