@@ -81,11 +81,11 @@ def main(arguments: Sequence[str]) -> int:
             f"WARNING: listening on {options.host}, not loopback: anyone who can reach this "
             "port can run code on these devices and read what they hold."
         )
-    say(f"Use it from Hearth with: --rpc {endpoint}  (Ctrl-C stops the worker)")
-
+    # Before the last line: whoever reads it may press Ctrl-C at once.
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    say(f"Use it from Hearth with: --rpc {endpoint}  (Ctrl-C stops the worker)")
     worker = threading.Thread(
         target=serve_devices, args=(endpoint, options.threads, devices), daemon=True
     )

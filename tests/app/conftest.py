@@ -1,3 +1,5 @@
+"""Fixtures of the launcher tests: a private preferences folder for each test, a window."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,7 +22,8 @@ def private_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def window(qtbot: QtBot) -> MainWindow:
-    """A launcher window on a free port (modules with their own `window` use theirs)."""
+    """A launcher window with default settings but a free port (so a launch cannot meet a
+    server already on 5001)."""
     main = MainWindow(HearthSettings(port_param=free_port()))
     qtbot.addWidget(main)
     return main

@@ -119,12 +119,16 @@ def test_first_decode_logits_agree_with_the_cpu() -> None:
     assert str(vulkan["placement"]).startswith("Vulkan: every layer on Vulkan0")
     vulkan_top = [int(token) for token, _ in vulkan["top"]]  # type: ignore[attr-defined]
     cpu_top = [(int(token), float(logit)) for token, logit in cpu["top"]]  # type: ignore[attr-defined]
+    # Logits within 0.5 of each other, and what follows from that: with a first choice ahead
+    # by more than twice that, the same first choice; the CPU's top three among the device's
+    # ten. Not the same top five: ranks two to seven lie within 1.1 of each other.
     assert cpu_top[0][1] - cpu_top[1][1] > 1.0, "the prompt must have a clear first choice"
     assert vulkan_top[0] == cpu_top[0][0]
-    assert len(set(vulkan_top[:5]) & {token for token, _ in cpu_top[:5]}) >= 4
-    vulkan_logits = dict(vulkan["top"])  # type: ignore[call-overload]
-    for token, logit in cpu_top[:3]:
-        assert abs(vulkan_logits[token] - logit) < 0.5
+    vulkan_logits = {int(token): float(logit) for token, logit in vulkan["top"]}  # type: ignore[attr-defined]
+    assert {token for token, _ in cpu_top[:3]} <= vulkan_logits.keys()
+    for token, logit in cpu_top:
+        if token in vulkan_logits:
+            assert abs(vulkan_logits[token] - logit) < 0.5, token
 
 
 def test_the_launcher_lists_the_device_and_auto_fits_its_memory(qtbot: QtBot) -> None:

@@ -28,6 +28,11 @@ StartHearth = Callable[[Sequence[str]], RunningServer]
 Vector = Sequence[float]
 TEXTS = ["The lighthouse keeper lit the lamp.", "Quarterly revenue grew by four percent."]
 BUSY = {"detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}}
+# One text's vector embedded alone or with others (another decode shape): on some CPUs the
+# matmul kernels, and so the last bits, depend on the number of rows. Measured on the bundled
+# model, another kernel (weight repacking on against off) moves a unit vector's components by
+# up to 0.01; the different texts embedded here lie at least 0.13 apart.
+ACROSS_SHAPES = 0.03
 
 
 def embedding_size() -> int:
@@ -65,7 +70,7 @@ def test_openai_client_embeds_strings_and_lists(hearth: RunningServer) -> None:
     assert_same(single, again, 1e-5)
     assert [item.index for item in both.data] == [0, 1]
     first, second = (item.embedding for item in both.data)
-    assert_same(first, single, 1e-3)  # batched with another input, or alone
+    assert_same(first, single, ACROSS_SHAPES)  # batched with another input, or alone
     assert cosine(first, second) < 0.999  # different texts differ
     assert both.usage.prompt_tokens == both.usage.total_tokens > 2
     assert both.model == "gemma-3-270m-q4_k_m"
@@ -73,14 +78,22 @@ def test_openai_client_embeds_strings_and_lists(hearth: RunningServer) -> None:
 
 def test_several_inputs_are_embedded_in_one_decode(hearth: RunningServer) -> None:
     before = len(hearth.output)
-    texts = [f"Note number {number} about the sea." for number in range(5)]
+    # Texts far apart (≥ 0.13), so that a vector given to the wrong input shows beyond the
+    # tolerance ("Note number 2…" and "…3…" would lie 0.008 apart).
+    texts = [
+        "A note about the sea.",
+        "Bread needs flour, water and salt.",
+        "The stock market fell sharply today.",
+        "My cat sleeps all afternoon.",
+        "Rain is expected tomorrow in the hills.",
+    ]
     answer = httpx.post(f"{hearth.base_url}/embeddings", json={"input": texts}, timeout=60)
     assert answer.status_code == 200
     vectors = [item["embedding"] for item in answer.json()["data"]]
     line = hearth.wait_for_output("] embedded 5 inputs", after=before)
     assert "in 1 decode," in line
     alone = httpx.post(f"{hearth.base_url}/v1/embeddings", json={"input": texts[3]}, timeout=60)
-    assert_same(alone.json()["data"][0]["embedding"], vectors[3], 1e-3)
+    assert_same(alone.json()["data"][0]["embedding"], vectors[3], ACROSS_SHAPES)
 
 
 def test_ollama_client_embed_and_legacy_embeddings(hearth: RunningServer) -> None:
@@ -90,7 +103,7 @@ def test_ollama_client_embed_and_legacy_embeddings(hearth: RunningServer) -> Non
     assert len(embedded.embeddings) == 2 and embedded.prompt_eval_count
     for vector in embedded.embeddings:
         assert_unit(vector)
-    assert_same(legacy.embedding, embedded.embeddings[1], 1e-3)
+    assert_same(legacy.embedding, embedded.embeddings[1], ACROSS_SHAPES)  # alone, batched
     assert cosine(*embedded.embeddings) < 0.999
     assert client.embed(model="gemma-3-270m-q4_k_m", input=[]).embeddings == []  # a load
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import anthropic
@@ -14,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.server.test_parallel_real_model import in_one_turn
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 
@@ -72,11 +74,8 @@ def test_n_choices_are_the_replies_of_consecutive_seeds(seeded: RunningServer) -
     share their decodes and the third starts when a slot frees). Sent one by one each would
     have the engine alone, and on some CPUs a sequence's logits depend, in their last bits, on
     which other sequences share its decodes."""
-    from tests.server.test_parallel_real_model import in_one_turn
 
-    singles = in_one_turn(
-        seeded, [(1, lambda seed=seed: chat(seeded, seed=seed)) for seed in (5, 6, 7)]
-    )
+    singles = in_one_turn(seeded, [(1, partial(chat, seeded, seed=seed)) for seed in (5, 6, 7)])
     for _ in range(2):
         (answer,) = in_one_turn(seeded, [(3, lambda: chat(seeded, seed=5, n=3))])
         assert [choice.index for choice in answer.choices] == [0, 1, 2]
@@ -91,9 +90,8 @@ def test_n_choices_stream_interleaved_and_end_once(seeded: RunningServer) -> Non
     index; one usage chunk (with llama-server's timings) and one [DONE] end the stream, and
     the texts are those of the whole answer to the same seeded request (each run queued the
     same way, `in_one_turn`, so that its choices share their decodes alike)."""
-    from tests.server.test_parallel_real_model import in_one_turn
 
-    body = {"model": "m", "messages": BOOK, "max_tokens": 8, "seed": 9, "n": 2}
+    body: dict[str, Any] = {"model": "m", "messages": BOOK, "max_tokens": 8, "seed": 9, "n": 2}
     (whole,) = in_one_turn(seeded, [(2, lambda: client(seeded).chat.completions.create(**body))])
     streamed_body = {**body, "stream_options": {"include_usage": True}}
     (chunks,) = in_one_turn(
@@ -136,7 +134,6 @@ def test_n_choices_stream_interleaved_and_end_once(seeded: RunningServer) -> Non
 def test_n_choices_on_completions(seeded: RunningServer) -> None:
     """`n` on /v1/completions: choice i is the reply to the same request with seed 3 + i,
     the single requests queued together as the choices are (see above)."""
-    from tests.server.test_parallel_real_model import in_one_turn
 
     def complete(**extra: Any) -> Any:
         return client(seeded).completions.create(
@@ -145,7 +142,7 @@ def test_n_choices_on_completions(seeded: RunningServer) -> None:
 
     (answer,) = in_one_turn(seeded, [(2, lambda: complete(seed=3, n=2))])
     assert [choice.index for choice in answer.choices] == [0, 1]
-    singles = in_one_turn(seeded, [(1, lambda seed=seed: complete(seed=seed)) for seed in (3, 4)])
+    singles = in_one_turn(seeded, [(1, partial(complete, seed=seed)) for seed in (3, 4)])
     assert [choice.text for choice in answer.choices] == [s.choices[0].text for s in singles]
 
 

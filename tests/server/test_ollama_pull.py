@@ -28,8 +28,12 @@ NAME = f"hf.co/{REPO}:Q4_K_M"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory, story_model: Path) -> Iterator[LocalHub]:
-    model = resolve_model_path(None)
+def pull_hub(
+    tmp_path_factory: pytest.TempPathFactory, bundled: Path, story_model: Path
+) -> Iterator[LocalHub]:
+    """The Hub the server subprocess pulls from (HF_ENDPOINT), one per module; unlike the
+    `hub` fixture's, its Q8_0 file is another blob."""
+    model = bundled
     # Another file's content (another blob): the bundled model with padding after its data.
     other = tmp_path_factory.mktemp("files") / "other.gguf"
     other.write_bytes(model.read_bytes() + bytes(2**20))
@@ -48,9 +52,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(hub: LocalHub, cache: Path, start_hearth: Callable[..., RunningServer]) -> RunningServer:
+def server(
+    pull_hub: LocalHub, cache: Path, start_hearth: Callable[..., RunningServer]
+) -> RunningServer:
     return start_hearth(
-        ["--contextsize", "1024"], env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(cache)}
+        ["--contextsize", "1024"], env={"HF_ENDPOINT": pull_hub.url, "HF_HUB_CACHE": str(cache)}
     )
 
 
@@ -59,7 +65,7 @@ def cached_models(cache: Path) -> list[Path]:
 
 
 def test_pull_streams_ollamas_progress_lines_then_uses_the_cache(
-    server: RunningServer, hub: LocalHub, cache: Path
+    server: RunningServer, pull_hub: LocalHub, cache: Path
 ) -> None:
     client = ollama.Client(host=server.base_url)
     lines = list(client.pull(NAME, stream=True))
@@ -75,10 +81,10 @@ def test_pull_streams_ollamas_progress_lines_then_uses_the_cache(
     digest = pulling[0].digest or ""
     assert digest.startswith("sha256:") and pulling[0].status == f"pulling {digest[7:19]}"
     assert [path.name for path in cached_models(cache)] == [MODEL_FILE]
-    downloads = len(hub.downloads_of(MODEL_FILE))
+    downloads = len(pull_hub.downloads_of(MODEL_FILE))
     again = client.pull(NAME)  # not streamed: one answer
     assert again.status == "success"
-    assert len(hub.downloads_of(MODEL_FILE)) == downloads  # already complete: no download
+    assert len(pull_hub.downloads_of(MODEL_FILE)) == downloads  # already complete: no download
 
 
 def test_failed_pulls_in_ollamas_error_shape(server: RunningServer) -> None:
@@ -101,10 +107,10 @@ def test_failed_pulls_in_ollamas_error_shape(server: RunningServer) -> None:
 
 
 def test_a_client_that_leaves_stops_the_pull_and_the_next_pull_resumes(
-    server: RunningServer, hub: LocalHub, cache: Path
+    server: RunningServer, pull_hub: LocalHub, cache: Path
 ) -> None:
     name = f"hf.co/{REPO}:Q8_0"
-    hub.seconds_per_chunk = 0.05
+    pull_hub.seconds_per_chunk = 0.05
     try:
         with httpx.stream("POST", f"{server.base_url}/api/pull", json={"model": name}) as reply:
             for line in reply.iter_lines():
@@ -113,10 +119,10 @@ def test_a_client_that_leaves_stops_the_pull_and_the_next_pull_resumes(
         partial = list(cache.glob("models--*/blobs/*.part"))
         assert partial, "the partial file is kept"
     finally:
-        hub.seconds_per_chunk = 0.0
+        pull_hub.seconds_per_chunk = 0.0
     answer = ollama.Client(host=server.base_url).pull(name)
     assert answer.status == "success"
-    ranges = [r.range for r in hub.downloads_of("gemma-3-270m-Q8_0.gguf")]
+    ranges = [r.range for r in pull_hub.downloads_of("gemma-3-270m-Q8_0.gguf")]
     assert ranges[0] is None and ranges[-1] is not None and ranges[-1].startswith("bytes=")
 
 
@@ -132,23 +138,23 @@ def test_delete_removes_a_pulled_model(server: RunningServer, cache: Path) -> No
 
 
 def with_model_dir(
-    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
 ) -> RunningServer:
     """A server with an (empty) --modeldir and its own hub cache: pulled models join it."""
     models = tmp_path / "models"
     models.mkdir()
     return start_hearth(
         ["--modeldir", str(models), "--contextsize", "1024"],
-        env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp_path / "cache")},
+        env={"HF_ENDPOINT": pull_hub.url, "HF_HUB_CACHE": str(tmp_path / "cache")},
     )
 
 
 def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_them(
-    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
 ) -> None:
     """The second repository's file is the bundled model renamed with the gguf package: its
     listing, /api/show and the model that answers are its own."""
-    switching = with_model_dir(hub, tmp_path, start_hearth)
+    switching = with_model_dir(pull_hub, tmp_path, start_hearth)
     client = ollama.Client(host=switching.base_url)
     story = f"hf.co/{STORY_REPO}:Q4_K_M"
     assert client.pull(NAME).status == "success" and client.pull(story).status == "success"
@@ -170,9 +176,9 @@ def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_the
 
 
 def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
-    hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
 ) -> None:
-    switching = with_model_dir(hub, tmp_path, start_hearth)
+    switching = with_model_dir(pull_hub, tmp_path, start_hearth)
     client = ollama.Client(host=switching.base_url)
     assert NAME not in [tag.model for tag in client.list().models]
     assert client.pull(NAME).status == "success"

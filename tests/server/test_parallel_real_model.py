@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import httpx
@@ -157,9 +158,7 @@ def test_batched_requests_read_their_own_logits_and_seeds(batched: RunningServer
         for prompt in prompts
     ]
     alone = [native(batched, body) for body in bodies]
-    together = in_one_turn(
-        batched, [(1, lambda body=body: native(batched, body)) for body in bodies]
-    )
+    together = in_one_turn(batched, [(1, partial(native, batched, body)) for body in bodies])
     for one, other in zip(alone, together, strict=True):
         assert_agree(one, other)
 
@@ -170,7 +169,7 @@ def test_batched_requests_read_their_own_logits_and_seeds(batched: RunningServer
         "temperature": 0.8,
         "ban_eos_token": True,
     }
-    copies = in_one_turn(batched, [(1, lambda: generate(batched, sampled))] * 4)
+    copies = in_one_turn(batched, [(1, partial(generate, batched, sampled))] * 4)
     texts = [result["text"] for _, result in copies]
     assert len(set(texts)) == 1 and len(texts[0]) > 40, texts
 

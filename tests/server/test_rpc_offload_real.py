@@ -45,11 +45,16 @@ def test_every_layer_on_two_workers_gives_the_local_logits(workers: str) -> None
     assert remote["gpu_layers"] == 19  # all of Gemma 3 270M's 18 blocks and its output layer
     remote_top = [(int(token), float(logit)) for token, logit in remote["top"]]  # type: ignore[attr-defined]
     local_top = [(int(token), float(logit)) for token, logit in local["top"]]  # type: ignore[attr-defined]
+    # The logits agree within 0.05, and so does what follows from that on any CPU: the first
+    # choice (ahead by ~5.5), and each side's top five among the other's ten (the fifth and
+    # the eleventh lie ~0.9 apart). Not the same top five: the fifth and sixth are ~0.4 apart
+    # here, and another CPU's numerics move them.
+    remote_logits, local_logits = dict(remote_top), dict(local_top)
     assert remote_top[0][0] == local_top[0][0]
-    assert {t for t, _ in remote_top[:5]} == {t for t, _ in local_top[:5]}
-    remote_logits = dict(remote_top)
-    for token, logit in local_top[:5]:
-        assert abs(remote_logits[token] - logit) < 0.05, (token, remote_logits[token], logit)
+    for token in remote_logits.keys() & local_logits.keys():
+        assert abs(remote_logits[token] - local_logits[token]) < 0.05, token
+    assert {t for t, _ in local_top[:5]} <= remote_logits.keys()
+    assert {t for t, _ in remote_top[:5]} <= local_logits.keys()
 
 
 def test_the_server_generates_on_its_workers(start_hearth: StartHearth, workers: str) -> None:
