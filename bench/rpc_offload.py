@@ -19,7 +19,7 @@ import statistics
 import httpx
 
 from bench.servers import hearth_command, start_server, stop_server
-from tests.server.test_rpc_worker import cpu_worker
+from tests.support.rpc_worker import cpu_worker
 from tests.support.servers import free_port
 
 PROBE = "/api/extra/version"

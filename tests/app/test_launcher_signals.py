@@ -1,6 +1,6 @@
 """The launcher never leaves its server behind: closing waits for the server, SIGTERM and SIGINT
 close the window like its close button, and a killed launcher takes its server with it (the
-server's side of that is in tests/server/test_launcher_gone.py)."""
+server's side of that is in tests/server/process/test_launcher_gone.py)."""
 
 from __future__ import annotations
 

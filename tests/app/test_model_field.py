@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.main_window import MainWindow
-from tests.server.test_model_files import copy_head, write_tiny_gguf
+from tests.support.gguf_files import copy_head, write_tiny_gguf
 
 
 def test_non_gguf_model_is_refused_beside_the_field(window: MainWindow, tmp_path: Path) -> None:

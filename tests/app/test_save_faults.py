@@ -14,7 +14,7 @@ from app.main_window import NOTICE_STYLES, MainWindow
 from server.base import atomic_file
 from server.settings.config import HearthSettings
 from server.settings.kcpps import load_kcpps, save_kcpps
-from tests.server.test_kcpps_faults import FAULTS
+from tests.support.save_faults import FAULTS
 
 
 @pytest.mark.parametrize("fault", FAULTS)

@@ -12,7 +12,7 @@ import ollama
 import openai
 import pytest
 
-from tests.server.test_real_model import tokens_time
+from tests.support.real_server import tokens_time
 from tests.support.servers import RunningServer
 
 WEATHER_SCHEMA = {

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.test_real_model import (
+from tests.support.real_server import (
     GENERATE,
     STREAM,
     check_text,
@@ -40,12 +40,11 @@ def generate(server: RunningServer, body: dict[str, Any]) -> tuple[float, dict[s
 
 
 # A grammar-bound request has the engine alone (no others join it): while it runs, the requests
-# sent wait in line. EOS is banned so that it runs until it is aborted.
+# sent wait in line. Its grammar never ends, so it runs until it is aborted.
 HOLD = {
     "prompt": "Hold:",
     "max_length": 1000,
-    "grammar": 'root ::= "b"+',
-    "ban_eos_token": True,
+    "grammar": 'root ::= "b" root',
     "genkey": "HOLD-THE-ENGINE",
 }
 
@@ -55,11 +54,14 @@ def in_one_turn(
 ) -> list[Any]:
     """Call each request (with how many jobs it queues: n for n choices) in a thread of its
     own, one after another, while a grammar-bound request holds the engine; once all wait in
-    line, abort the hold. The worker then admits them in arrival order into its free slots
-    in one turn, so requests sent this way always share their decodes in the same way. Texts
-    of batched requests are compared only between such runs: on some CPUs a sequence's logits
-    depend, in their last bits, on which other sequences share its decodes. Returns what
-    each call returned, in order."""
+    line, abort the hold, and return what each call returned, in order.
+
+    The worker then admits them in arrival order into its free slots in one turn, so that
+    requests sent this way share their decodes alike each time. Texts of batched requests
+    are compared only between such turns: on some CPUs a sequence's logits depend on which
+    other sequences share its decodes, and where in them it sits. Which slot a request takes
+    (and so where it sits) follows what the slots hold, so a test compares only turns that
+    come after a first one of its own: the first finds the slots holding other prompts."""
     queued = 0
 
     def all_waiting() -> bool:
@@ -110,9 +112,12 @@ def test_four_at_once_are_generated_together(batched: RunningServer) -> None:
     assert times[0] > 0.6 * times[-1]
 
 
-# How far one request's log-probabilities may move between batch shapes (see
-# test_batched_requests_read_their_own_logits_and_seeds).
-SHAPE_TOLERANCE = 0.5
+# How far a likely token's log-probability may move between batch shapes, and what "likely"
+# is (more than 5%). Measured alone against batched, 30 prompts of 24 greedy tokens: up to 0.28
+# on an AVX2 machine (with kernels that change with the number of rows as well); less likely
+# tokens move more (up to 0.9).
+SHAPE_TOLERANCE = 1.0
+LIKELY = -3.0
 
 
 def native(server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
@@ -123,15 +128,17 @@ def native(server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def assert_agree(alone: dict[str, Any], batched: dict[str, Any]) -> None:
-    """One greedy request's answers in two batch shapes: the same tokens, the log-probability
-    of every alternative both list within SHAPE_TOLERANCE, up to a token where they part; and
-    they may part only where the alone run's two candidates were that close (a near-tie)."""
+    """One greedy request's answers in two batch shapes: the same tokens, up to a token where
+    they part, with the chosen token's and every likely alternative's log-probability within
+    SHAPE_TOLERANCE; and they may part only where the alone run's two candidates were within
+    twice that (a near-tie that went the other way)."""
     steps = zip(alone["completion_probabilities"], batched["completion_probabilities"], strict=True)
     for step, (one, other) in enumerate(steps):
         mine = {token["id"]: token["logprob"] for token in one["top_logprobs"]}
         theirs = {token["id"]: token["logprob"] for token in other["top_logprobs"]}
         for token in mine.keys() & theirs.keys():
-            assert abs(mine[token] - theirs[token]) < SHAPE_TOLERANCE, (step, token, one, other)
+            if mine[token] > LIKELY or token == one["id"]:
+                assert abs(mine[token] - theirs[token]) < SHAPE_TOLERANCE, (step, one, other)
         if one["id"] != other["id"]:
             gap = mine[one["id"]] - mine.get(other["id"], float("-inf"))
             assert gap < 2 * SHAPE_TOLERANCE, (step, one, other)
@@ -143,10 +150,12 @@ def test_batched_requests_read_their_own_logits_and_seeds(batched: RunningServer
     seeded chain.
 
     Four different prompts, greedy, alone and then batched: the same tokens with the same
-    log-probabilities, within SHAPE_TOLERANCE (`assert_agree`). Not the same texts: on some
-    CPUs a sequence's logits depend, in their last bits, on how many sequences share its
-    decodes, which can turn a near-tie. Four copies of one seeded, sampled request in one
-    batch (the same decodes for each) give one text: each draws from its own seeded chain."""
+    log-probabilities, within SHAPE_TOLERANCE (`assert_agree`). Not the same texts: a
+    sequence's logits depend on which others share its decodes (on this machine too: alone,
+    and beside a generating request, "Roses are red, violets are" parts at its fifth token),
+    which can turn a near-tie. Then four seeded, sampled requests in one batch, twice, the
+    first with the same seed both times and the others with other seeds the second time: the
+    first one's text is the same, as its draws come from its own seeded chain."""
     prompts = [
         "Fable 0: Once upon a time",
         "The capital of France is",
@@ -169,9 +178,15 @@ def test_batched_requests_read_their_own_logits_and_seeds(batched: RunningServer
         "temperature": 0.8,
         "ban_eos_token": True,
     }
-    copies = in_one_turn(batched, [(1, partial(generate, batched, sampled))] * 4)
-    texts = [result["text"] for _, result in copies]
-    assert len(set(texts)) == 1 and len(texts[0]) > 40, texts
+    same_seed = [(1, partial(generate, batched, sampled))] * 4
+    in_one_turn(batched, same_seed)  # a first turn: every slot then holds this prompt
+    first = [result["text"] for _, result in in_one_turn(batched, same_seed)]
+    seeds = [(1, partial(generate, batched, {**sampled, "sampler_seed": 11 + i})) for i in range(4)]
+    second = [result["text"] for _, result in in_one_turn(batched, seeds)]
+    # The first request sits in the same place of the same decodes both times, with seed 11:
+    # its text is the same whatever seeds the others draw with.
+    assert first[0] == second[0] and len(first[0]) > 40
+    assert len(set(second)) > 1  # and the others do draw with their own
 
 
 def test_multiuser_0_queues_instead_of_refusing(batched: RunningServer) -> None:

@@ -1,5 +1,5 @@
 """KoboldAI protocol details over real HTTP, with a scripted engine for speed and failure
-injection. The same behaviours on the real model are in tests/server/test_real_model.py."""
+injection. The same behaviours on the real model are in tests/server/process/test_real_model.py."""
 
 from __future__ import annotations
 

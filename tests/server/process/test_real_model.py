@@ -13,49 +13,23 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.real_server import (
+    GENERATE,
+    STEADY,
+    STREAM,
+    check_text,
+    perf,
+    tokens_time,
+    wait_for,
+)
 from tests.support.servers import RunningServer
 from tests.support.sse import SSEEvent, iter_sse
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
-STREAM = "/api/extra/generate/stream"
-GENERATE = "/api/v1/generate"
 BUSY_BODY = {
     "detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}
 }
 # ban_eos keeps a base model from ending early, so a request's length is predictable.
-STEADY = {"ban_eos_token": True, "temperature": 0.7, "sampler_seed": 7}
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0, step: float = 0.02) -> float:
-    """Poll the server until `condition` holds; return the seconds it took."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise AssertionError("condition not reached in time")
-        time.sleep(step)
-    return time.monotonic() - started
-
-
-def tokens_time(server: RunningServer, tokens: int = 60) -> float:
-    """Seconds this server takes to generate `tokens` tokens, measured now (call it while the
-    server is idle): a bound for "soon" that scales with the machine, where a fixed number of
-    seconds would fail on a slower or busier one."""
-    httpx.post(
-        f"{server.base_url}{GENERATE}",
-        json={"prompt": "Measure:", "max_length": 16, **STEADY},
-        timeout=60,
-    )
-    stats = perf(server)
-    return tokens * stats["last_eval_time"] / max(stats["last_token_count"], 1)
-
-
-def perf(server: RunningServer) -> dict[str, Any]:
-    return dict(httpx.get(f"{server.base_url}/api/extra/perf").json())
-
-
-def check_text(server: RunningServer, genkey: str) -> str:
-    response = httpx.post(f"{server.base_url}/api/extra/generate/check", json={"genkey": genkey})
-    return str(response.json()["results"][0]["text"])
 
 
 def test_startup_prints_progress_and_api_addresses(hearth: RunningServer) -> None:

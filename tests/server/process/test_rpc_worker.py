@@ -5,17 +5,16 @@ child process: llama.cpp's RPC client aborts its whole process when a worker mis
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
+from tests.support.rpc_worker import lines_until_ready, start_worker, stop
 from tests.support.servers import ROOT, free_port
 
-READY_LINE = "Use it from Hearth with: --rpc"
 PROBE = """
 import ctypes, sys
 import llama_cpp
@@ -27,39 +26,6 @@ free, total = ctypes.c_size_t(), ctypes.c_size_t()
 memory(sys.argv[1].encode(), 0, ctypes.byref(free), ctypes.byref(total))
 print(total.value)
 """
-
-
-def start_worker(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "server", "rpc-worker", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def lines_until_ready(worker: subprocess.Popen[str]) -> Iterator[str]:
-    assert worker.stdout is not None
-    for line in worker.stdout:
-        yield line
-        if line.startswith(READY_LINE):
-            return
-    raise AssertionError(f"the worker ended before it was ready (exit {worker.wait()})")
-
-
-def cpu_worker(port: int) -> subprocess.Popen[str]:
-    """A worker serving its CPU with one thread, once it says it is ready."""
-    worker = start_worker("--port", str(port), "--threads", "1", "--device", "CPU")
-    for _ in lines_until_ready(worker):
-        pass
-    return worker
-
-
-def stop(worker: subprocess.Popen[str]) -> tuple[int, str]:
-    worker.send_signal(signal.SIGINT)
-    rest, _ = worker.communicate(timeout=30)
-    return worker.returncode, rest
 
 
 def device_memory(endpoint: str) -> int:

@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from tests.server.test_real_model import STREAM, perf, wait_for
 from tests.support.error_shapes import assert_error_shape
+from tests.support.real_server import STREAM, perf, wait_for
 from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]

@@ -16,13 +16,13 @@ from tests.support.metrics_reader import (
     scrape,
     scrape_until,
 )
+from tests.support.real_server import STEADY
 from tests.support.servers import RunningServer
 from tests.support.sse import SSEEvent, iter_sse
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
 STREAM = "/api/extra/generate/stream"
 # ban_eos keeps a base model from ending early, so a long request stays running.
-STEADY = {"ban_eos_token": True, "temperature": 0.7, "sampler_seed": 7}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.test_real_model import STREAM, wait_for
+from tests.support.real_server import STREAM, wait_for
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 

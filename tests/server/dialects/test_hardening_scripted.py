@@ -1,7 +1,7 @@
 """Hostile and unlucky inputs over real HTTP with a scripted engine: every bad request is a 4xx
 in its dialect's shape, oversized bodies are refused before they are read, a shutdown gives
 every open stream its ending, and a client that stops reading cannot hold the server.
-(The same rows against the real model are in tests/server/test_hardening_real_model.py.)"""
+(The same rows against the real model are in tests/server/dialects/test_hardening_real_model.py.)"""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.server.test_real_model import perf, wait_for
 from tests.support.chat_page import assistant_text, open_page, page_ready, until
+from tests.support.real_server import perf, wait_for
 from tests.support.servers import RunningServer
 
 

@@ -15,7 +15,7 @@ from server.settings.cli import build_parser, parse_command_line
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError, load_kcpps, save_kcpps
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KOBOLDCPP_FILE = FIXTURES / "koboldcpp-saved.kcpps"
 
 

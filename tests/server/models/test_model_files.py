@@ -13,15 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import gguf
 import httpx
-import numpy as np
 import ollama
 import pytest
 
 from server.models import gguf as gguf_metadata
 from server.models.files import ModelFileError, check_gguf_file
 from server.models.gguf import GGUFFormatError, file_sha256, gguf_summary
+from tests.support.gguf_files import copy_head, write_tiny_gguf
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import ROOT, RunningServer, free_port
 
@@ -33,32 +32,6 @@ def fresh_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     gguf_metadata.clear_caches()
     yield
     gguf_metadata.clear_caches()
-
-
-def write_tiny_gguf(path: Path, chat_template: str | None = "{{ messages }}") -> Path:
-    """A valid two-tensor GGUF of a few hundred bytes (llama architecture, F32)."""
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_context_length(2048)
-    if chat_template is not None:
-        writer.add_chat_template(chat_template)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tensor("tok.weight", np.ones((8, 16), dtype=np.float32))
-    writer.add_tensor("out.weight", np.ones((4,), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
-def copy_head(source: Path, target: Path, size: int) -> Path:
-    with open(source, "rb") as reader, open(target, "wb") as writer:
-        remaining = size
-        while remaining:
-            chunk = reader.read(min(remaining, 1 << 20))
-            writer.write(chunk)
-            remaining -= len(chunk)
-    return target
 
 
 def run_server_on(model: Path) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.gpu.test_vulkan import first_logits
-from tests.server.test_rpc_worker import cpu_worker, stop
+from tests.support.rpc_worker import cpu_worker, stop
 from tests.support.servers import ROOT, RunningServer, free_port, stop_process
 
 StartHearth = Callable[[Sequence[str]], RunningServer]

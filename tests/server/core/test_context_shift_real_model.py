@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from tests.server.test_real_model import GENERATE, perf
+from tests.support.real_server import GENERATE, perf
 from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]

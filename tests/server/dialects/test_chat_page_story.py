@@ -10,30 +10,15 @@ from selenium.webdriver.chrome.webdriver import WebDriver as Chrome
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.server.test_real_model import perf, wait_for
-
 # The page helpers; the headless Chromium fixture `browser` is in tests/server/conftest.py.
 from tests.support.chat_page import (
     open_page,
     page_ready,
     until,
 )
+from tests.support.real_server import perf, wait_for
 from tests.support.servers import RunningServer
-
-
-def story(browser: WebDriver) -> str:
-    return str(browser.find_element(By.ID, "story").get_attribute("value"))
-
-
-def story_done(browser: WebDriver) -> bool:
-    status = browser.find_element(By.ID, "status").text
-    return bool(browser.find_element(By.ID, "story-continue").is_enabled() and "tokens/s" in status)
-
-
-def set_field(browser: WebDriver, field: str, value: str) -> None:
-    element = browser.find_element(By.ID, field)
-    element.clear()
-    element.send_keys(value)
+from tests.support.story_page import set_field, story, story_done
 
 
 def continue_story(browser: WebDriver, button: str = "story-continue") -> None:

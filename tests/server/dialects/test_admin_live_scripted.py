@@ -1,6 +1,6 @@
 """The launcher's live view of requests (`/api/admin/requests`, `/api/admin/abort`) over real
 HTTP, with a scripted engine whose first request is held open until the test lets it end. The
-real model's prompt progress and batched aborts are in tests/server/test_admin_live_real.py."""
+real model's prompt progress and batched aborts are in tests/server/dialects/test_admin_live_real.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from server.core.types import (
     GenerationRequest,
 )
 from server.settings.config import HearthSettings
-from tests.server.test_real_model import wait_for
+from tests.support.real_server import wait_for
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse

@@ -1,6 +1,6 @@
 """`/metrics` with a scripted engine, over real HTTP: llama-server's names and types, each of
 Hearth's own counters, the queue gauges, and when the route answers at all (the real-model
-runs are in tests/server/test_metrics_real.py)."""
+runs are in tests/server/dialects/test_metrics_real.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.server.test_chat_page_story import set_field, story, story_done
 from tests.support.chat_page import (
     assistant_text,
     open_page,
@@ -23,6 +22,7 @@ from tests.support.chat_page import (
 from tests.support.proxies import BufferingProxy, CuttingProxy, in_front_of
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
+from tests.support.story_page import set_field, story, story_done
 
 LUMPED = "in one piece"
 

@@ -1,6 +1,6 @@
 """Embeddings on the real server and the bundled model, with the official `openai` and `ollama`
 clients (raw HTTP for KoboldCpp's and llama-server's routes): from the chat model, and from a
-separate --embeddingsmodel file. Wire shapes and errors in detail: tests/server/api/
+separate --embeddingsmodel file. Wire shapes and errors in detail: tests/server/dialects/
 test_embeddings_scripted.py."""
 
 from __future__ import annotations
