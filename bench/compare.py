@@ -306,7 +306,7 @@ def report(results: dict[str, Figures], events: float, args: argparse.Namespace)
         "(measured ~2% in an A/B run) and some memory, and saves whole prompts on every later "
         "turn.\n"
         "- With `--parallelrequests` Hearth turns weight repacking off and cuts prompts into "
-        "64-token blocks so a seed gives the same text alone or batched; the 4-stream gain "
+        "64-token blocks so a request's logits stay close alone or batched; the 4-stream gain "
         "over sequential measured 1.34x to 1.62x across runs (llama-server's -np 4 over -np 1: "
         "about 1.5x).\n"
         "- llama-cpp-python's server runs one request at a time and dropped concurrent "

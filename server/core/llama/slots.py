@@ -14,8 +14,9 @@ logger = logging.getLogger(__name__)
 # With parallel slots, prompts are decoded in blocks of this many tokens aligned to absolute
 # positions, and only whole blocks are reused from the cache. llama.cpp's logits depend on
 # where a sequence's prompt is cut into decode calls (measured: up to 0.6 apart on the bundled
-# model), though not on which other sequences share a call; fixed cuts make a request give the
-# same text alone or batched, whatever its slot held before.
+# model); fixed cuts keep that part alike whatever its slot held before. Which other sequences
+# share a decode still moves the last bits on some CPUs (a near-tied token may flip), so a
+# seed's text alone and batched is close, not promised equal (tests compare logits there).
 PROMPT_BLOCK = 64
 # ContextShift looks for the new prompt's first tokens after the kept head (this many must
 # match) and shifts only when at least _SHIFT_MIN_TOKENS line up; less is cheaper to redo.

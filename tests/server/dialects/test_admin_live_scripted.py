@@ -1,6 +1,7 @@
 """The launcher's live view of requests (`/api/admin/requests`, `/api/admin/abort`) over real
-HTTP, with a scripted engine whose first request is held open until the test lets it end. The
-real model's prompt progress and batched aborts are in tests/server/dialects/test_admin_live_real.py."""
+HTTP, with a scripted engine whose first request is held open until the test lets it end.
+The real model's prompt progress and batched aborts are in
+tests/server/dialects/test_admin_live_real.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Failure paths, keep-alives, auth, errors and CORS of the OpenAI, Anthropic and Ollama
 dialects, over real HTTP with a scripted engine (the real-model runs are in
-tests/server/test_clients_real_model.py)."""
+tests/server/dialects/test_clients_real_model.py)."""
 
 from __future__ import annotations
 

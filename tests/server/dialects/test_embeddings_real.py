@@ -29,7 +29,7 @@ Vector = Sequence[float]
 TEXTS = ["The lighthouse keeper lit the lamp.", "Quarterly revenue grew by four percent."]
 BUSY = {"detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}}
 # One text's vector embedded alone or with others (another decode shape): on some CPUs the
-# matmul kernels, and so the last bits, depend on the number of rows. Measured on the bundled
+# matmul kernels, and so the numerics, depend on the number of rows. Measured on the bundled
 # model, another kernel (weight repacking on against off) moves a unit vector's components by
 # up to 0.01; the different texts embedded here lie at least 0.13 apart.
 ACROSS_SHAPES = 0.03

@@ -112,8 +112,8 @@ def test_stop_string_is_trimmed_and_reported_as_stop(hearth: RunningServer) -> N
     }
     with hearth.client() as client:
         # The prompt into the cache first, so the three runs compared meet the same cache
-        # state: a first run is cut into decode calls differently, which moves logits in their
-        # last bits (CPU by CPU) and may flip a near-tied greedy token.
+        # state: a first run is cut into decode calls otherwise, which moves the logits (how
+        # far depends on the CPU) and may flip a near-tied greedy token.
         client.post(GENERATE, json={**body, "max_length": 1})
         free = client.post(GENERATE, json=body).json()["results"][0]["text"]
         stop = free[free.index(",", 4) : free.index(",", 4) + 2]  # e.g. ", 7"

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server.test_parallel_real_model import in_one_turn
+from tests.support.one_turn import in_one_turn
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 

@@ -1,0 +1,64 @@
+"""Requests admitted into the engine's free slots together, in one turn, so that their
+decodes are shaped alike each time (see `in_one_turn`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from tests.support.real_server import (
+    STREAM,
+    perf,
+    wait_for,
+)
+from tests.support.servers import RunningServer
+from tests.support.sse import iter_sse
+
+HOLD = {
+    "prompt": "Hold:",
+    "max_length": 1000,
+    "grammar": 'root ::= "b" root',
+    "genkey": "HOLD-THE-ENGINE",
+}
+
+
+def in_one_turn(
+    server: RunningServer, requests: Sequence[tuple[int, Callable[[], Any]]]
+) -> list[Any]:
+    """Call each request (with how many jobs it queues: n for n choices) in a thread of its
+    own, one after another, while a grammar-bound request holds the engine; once all wait in
+    line, abort the hold, and return what each call returned, in order.
+
+    The worker then admits them in arrival order into its free slots in one turn, so that
+    requests sent this way share their decodes alike each time. Texts of batched requests
+    are compared only between such turns: a sequence's logits depend on which other sequences
+    share its decodes and where in them it sits (by how much depends on the CPU, and a
+    near-tied token may flip). Which slot a request takes
+    (and so where it sits) follows what the slots hold, so a test compares only turns that
+    come after a first one of its own: the first finds the slots holding other prompts."""
+    queued = 0
+
+    def all_waiting() -> bool:
+        return int(perf(server)["queue"]) == queued
+
+    with (
+        ThreadPoolExecutor(len(requests)) as pool,  # left last: after a failure, the hold ends
+        httpx.Client(base_url=server.base_url, timeout=120) as client,
+        client.stream("POST", STREAM, json=HOLD) as held,
+    ):
+        events = iter_sse(held)
+        next(events)  # the hold is generating
+        answers = []
+        for jobs, request in requests:
+            answers.append(pool.submit(request))
+            queued += jobs
+            wait_for(all_waiting)
+        assert client.post("/api/extra/abort", json={"genkey": HOLD["genkey"]}).json() == {
+            "success": "true",
+            "done": "true",
+        }
+        assert [event.json()["finish_reason"] for event in events if event.data][-1] == "abort"
+        return [answer.result(timeout=300) for answer in answers]
