@@ -57,7 +57,8 @@ class HearthSettings(BaseModel):
         "--modeldir).",
     )
     adminpassword: str | None = Field(
-        default=None, description="Bearer key the admin API asks for (none: no key)."
+        default=None,
+        description="Bearer key the admin API asks for (none: the --password, if one is set).",
     )
     host: str = Field(
         default="",
