@@ -47,7 +47,7 @@ typecheck: install
 test: lint typecheck
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
-# The inner loop: every test that runs no real model (under a minute).
+# The inner loop: every test that runs no real model (about 2 minutes on 2 cores).
 test-fast: install
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m "not model"
 
