@@ -6,17 +6,16 @@ builds this from `HearthSettings` at the edge (`server/process/load_settings.py`
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from server.base.defaults import DEFAULT_BATCH
+from server.base.defaults import DEFAULT_BATCH, default_thread_count
 
 
 @dataclass(frozen=True)
 class LoadSettings:
     contextsize: int = 4096
     batch_size: int = DEFAULT_BATCH
-    thread_count: int = max(1, min(os.cpu_count() or 1, 8))
+    thread_count: int = field(default_factory=default_thread_count)
     parallelrequests: int = 1
     gpulayers: int = -1  # -1: as many as fit (auto)
     usecpu: bool = False

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypeVar
+
 from server.core.load_settings import LoadSettings
 from server.settings.config import HearthSettings
 
+T = TypeVar("T")
+
+
+def _frozen(values: Sequence[T] | None) -> tuple[T, ...] | None:
+    return None if values is None else tuple(values)
+
 
 def load_settings(settings: HearthSettings) -> LoadSettings:
-    def frozen(values: list[int] | list[str] | list[float] | None) -> tuple | None:  # type: ignore[type-arg]
-        return None if values is None else tuple(values)
-
     return LoadSettings(
         contextsize=settings.contextsize,
         batch_size=settings.batch_size,
@@ -17,11 +23,11 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
         parallelrequests=settings.parallelrequests,
         gpulayers=settings.gpulayers,
         usecpu=settings.usecpu,
-        usevulkan=frozen(settings.usevulkan),
-        usecuda=frozen(settings.usecuda),
+        usevulkan=_frozen(settings.usevulkan),
+        usecuda=_frozen(settings.usecuda),
         cuda_device=settings.cuda_device,
         rpc=settings.rpc,
-        tensor_split=frozen(settings.tensor_split),
+        tensor_split=_frozen(settings.tensor_split),
         noshift=settings.noshift,
         nofastforward=settings.nofastforward,
     )

@@ -8,12 +8,11 @@ module without pulling in the engine.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from server.base.defaults import DEFAULT_BATCH, DEFAULT_MULTIUSER
+from server.base.defaults import DEFAULT_BATCH, DEFAULT_MULTIUSER, default_thread_count
 from server.base.netcheck import is_loopback
 
 DEFAULT_PORT = 5001
@@ -239,7 +238,7 @@ class HearthSettings(BaseModel):
     def thread_count(self) -> int:
         if self.threads > 0:
             return self.threads
-        return max(1, min(os.cpu_count() or 1, 8))
+        return default_thread_count()
 
     def to_kcpps(self) -> dict[str, Any]:
         """The `.kcpps` JSON object: known keys plus every unknown key read from a file."""
