@@ -161,7 +161,11 @@ def test_the_queue_rules_hold_while_a_request_switches_models(
     """--multiuser 2: one request loading another model and running, one waiting behind it,
     a third refused with KoboldCpp's 503; the waiting one then runs on its own model."""
     base = admin_server.base_url
+    before = len(admin_server.output)
+    was_loaded = SERVED in perf(admin_server)["loaded_models"]
     ollama.Client(host=base).generate(model=SERVED, prompt="")  # the served model is current
+    if not was_loaded:  # its load line is read from the pipe after the reply may have come
+        admin_server.wait_for_output(f"Loaded {SERVED}", after=before)
     start = len(admin_server.output)
 
     async def scenario() -> tuple[int, str, str]:
