@@ -20,10 +20,15 @@ from server.settings.config import HearthSettings
 from tests.support.gguf_rename import renamed_copy
 from tests.support.hub_server import STORY_FILE, STORY_NAME, LocalHub, serve_hub
 from tests.support.servers import RunningServer, serve_in_thread, start_subprocess, stop_process
+from tests.support.shared_ssl import share_bundle_contexts
 
 # The fixtures that start `python -m server` on the real model. A test that starts one some
 # other way (its own subprocess, the launcher, a packaged build) carries the mark by hand.
 REAL_MODEL_FIXTURES = frozenset({"start_hearth", "hearth"})
+
+
+def pytest_configure() -> None:
+    share_bundle_contexts()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -77,7 +82,22 @@ def serve_engine() -> Iterator[Callable[..., RunningServer]]:
     for server in servers:
         assert server.http is not None and server.thread is not None
         server.http.should_exit = True
+        _stopping_servers.append(server)
+
+
+# In-process servers told to stop and not yet waited for. uvicorn's shutdown sleeps ~0.2 s
+# (its 0.1 s tick, then 0.1 s for connections): waited for once at the end of the session
+# rather than after each test, as a fifth of the fast suite's time.
+_stopping_servers: list[RunningServer] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wait_for_stopping_servers() -> Iterator[None]:
+    yield
+    for server in _stopping_servers:
+        assert server.thread is not None
         server.thread.join(timeout=10)
+        assert not server.thread.is_alive(), f"the server at {server.base_url} did not stop"
 
 
 @pytest.fixture(scope="session")

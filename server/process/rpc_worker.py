@@ -17,9 +17,9 @@ import threading
 from collections.abc import Sequence
 
 from server.base.netcheck import is_loopback, port_in_use
+from server.process.exit_codes import EXIT_USAGE
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server's
-EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -160,9 +160,12 @@ def serve_in_thread(
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     running = RunningServer(f"http://127.0.0.1:{port}", http=server, thread=thread)
-    try:
-        wait_until_ready(running.base_url)
-    except BaseException:
-        server.should_exit = True
-        raise
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    # uvicorn sets `started` once it listens (and the app's startup ran): a short poll of a
+    # flag, where an HTTP poll would wait a whole step after the first refused connection.
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the in-process server did not start")
+        time.sleep(0.002)
     return running

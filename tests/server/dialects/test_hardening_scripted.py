@@ -21,6 +21,7 @@ from server.core.job import Job
 from server.process.console import RequestLog
 from server.settings.config import HearthSettings
 from tests.support.error_shapes import TEXT_ENDPOINTS, assert_error_shape
+from tests.support.real_server import wait_for
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
@@ -290,7 +291,7 @@ def test_a_client_that_stops_reading_is_dropped_and_others_are_served(
     serve_engine: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = _RecordingLog()
-    engine = ScriptedEngine(pieces=[b"x" * 1000], token_seconds=0.001)
+    engine = ScriptedEngine(pieces=[b"x" * 1000], token_seconds=0.0002)
     server = serve_engine(engine, request_log=log, max_pending_events=64)
     port = int(server.base_url.rsplit(":", 1)[1])
     body = json.dumps({"prompt": "x", "max_length": 1_000_000}).encode()
@@ -310,7 +311,9 @@ def test_a_client_that_stops_reading_is_dropped_and_others_are_served(
             other = client.post("/api/v1/generate", json={"prompt": "y", "max_length": 3})
         assert other.status_code == 200
         assert other.json()["results"][0]["text"] == "x" * 3000
-        dropped = log.jobs[0]
+        # The other request may end first: the slow one is dropped once its unread events pile up.
+        wait_for(lambda: len(log.jobs) == 2, timeout=60)
+        (dropped,) = [job for job in log.jobs if job.outcome and job.outcome.completion_tokens != 3]
         assert dropped.outcome is not None and dropped.outcome.completion_tokens < 1_000_000
         assert "the client stopped reading" in caplog.text
         # Its connection was closed: what the slow client finally reads ends.

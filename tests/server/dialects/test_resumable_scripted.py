@@ -291,16 +291,16 @@ def test_a_stream_resumed_within_the_grace_keeps_generating(serve_engine: Serve)
     server = serve_engine(ScriptedEngine(PIECES, token_seconds=0.01), HearthSettings(resumegrace=1))
     route = DIALECTS["kobold"]
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
-        with client.stream("POST", route.path, json={**route.body, "max_length": 300}) as first:
+        with client.stream("POST", route.path, json={**route.body, "max_length": 150}) as first:
             last = next(e for e in iter_sse(first) if e.data)
         with client.stream(
             "GET", "/api/extra/stream/KCPPresume1", headers={"Last-Event-ID": last.id or ""}
         ) as resumed:
             rest = _events(resumed)
-    # 300 tokens at 10 ms take longer than the 1 s grace: resumed, it was never aborted.
+    # 150 tokens at 10 ms take longer than the 1 s grace: resumed, it was never aborted.
     assert rest[-1].json()["finish_reason"] == "length"
     tokens = [last.json()["token"]] + [e.json()["token"] for e in rest]
-    assert "".join(tokens) == scripted_text(300)
+    assert "".join(tokens) == scripted_text(150)
 
 
 def test_a_stream_whose_retention_fills_is_aborted_with_its_ending(serve_engine: Serve) -> None:

@@ -1,0 +1,174 @@
+"""The server itself: settings → models → app → uvicorn, then a clean shutdown.
+
+`serve` is what `hearth` runs once server/process/serve.py has read the command line and chose
+to serve; `load_models` and `with_models` build the engine pool and the API's model choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from types import FrameType
+
+from server.base.netcheck import port_in_use
+from server.core.engine import Embedder, Engine, EngineError
+from server.core.engine_pool import EnginePool
+from server.devices.backends import gpu_backends
+from server.dialects.model_choice import ModelChoice
+from server.models.catalog import ModelCatalog
+from server.models.fetch import downloaded_models, model_for
+from server.models.files import ModelFileError, check_gguf_file
+from server.process.app import create_app
+from server.process.console import announce_start
+from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
+from server.process.http_server import http_server
+from server.process.load_settings import load_settings
+from server.settings.config import HearthSettings
+
+logger = logging.getLogger("hearth")
+
+
+class StartFailed(Exception):
+    """Serving cannot start; the message is the console's line (after "hearth: ")."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def serve(settings: HearthSettings) -> int:
+    """Load the model, serve until interrupted, and close the model before returning."""
+    if port_in_use(settings.listen_host, settings.port_param):
+        logger.error(
+            "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
+            "choose another with --port.",
+            settings.port_param,
+            settings.listen_host,
+        )
+        return EXIT_USAGE
+    try:
+        engine, choice = load_models(settings)
+    except StartFailed as exc:
+        logger.error("hearth: %s", exc)
+        return exc.exit_code
+    # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
+    # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
+    # default SIGTERM action would end the process before the model is closed. (While loading
+    # the default is right: there is nothing to close, and an exception raised inside
+    # llama.cpp's progress callback would be swallowed by ctypes.)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            app = create_app(settings, engine, model_choice=choice)
+            announce_start(
+                settings,
+                engine.model_name,
+                engine.chat_template.uses_model_template,
+                engine.placement,
+                gpu_backends(),
+            )
+            http_server(app, settings.listen_host, settings.port_param).run()
+    finally:
+        # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
+        engine.close()
+        choice.close()
+    logger.info("Hearth stopped.")
+    return 0
+
+
+def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
+    """The model (downloaded first when remote), the embeddings model if separate, and the
+    pool and model choice around them; StartFailed, with nothing left open, when one fails."""
+    # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.embedder import Embedder as LlamaEmbedder
+
+    try:
+        model_path = model_for(settings)
+        embeddings_path = embeddings_model_path(settings)
+    except ModelFileError as exc:
+        raise StartFailed(str(exc), EXIT_USAGE) from None
+    try:
+        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
+    except EngineError as exc:
+        raise StartFailed(str(exc), EXIT_MODEL_FAILED) from None
+    try:
+        embedder = (
+            None
+            if embeddings_path is None
+            else LlamaEmbedder.load(embeddings_path, load_settings(settings))
+        )
+    except EngineError as exc:
+        engine.close()
+        raise StartFailed(f"--embeddingsmodel {exc}", EXIT_MODEL_FAILED) from None
+    try:
+        return with_models(settings, model_path, engine, embedder)
+    except ModelFileError as exc:
+        engine.close()
+        if embedder is not None:
+            embedder.close()
+        raise StartFailed(str(exc), EXIT_USAGE) from None
+
+
+def embeddings_model_path(settings: HearthSettings) -> Path | None:
+    """--embeddingsmodel's file, checked before anything loads (None: the chat model embeds)."""
+    if not settings.embeddingsmodel:
+        return None
+    path = Path(settings.embeddingsmodel).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"--embeddingsmodel {path}: no such model file")
+    check_gguf_file(path)
+    return path
+
+
+def with_models(
+    settings: HearthSettings, model_path: Path, engine: Engine, embedder: Embedder | None = None
+) -> tuple[EnginePool, ModelChoice]:
+    """The engine behind a pool that loads, switches and unloads models between jobs, and the
+    API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
+    there and every model downloaded into the Hugging Face cache. `embedder`: a separate
+    embeddings model (--embeddingsmodel), which then serves every embedding request."""
+    from server.core.llama import LlamaCppEngine
+    from server.core.llama.engine import ModelCard
+
+    catalog = ModelCatalog.scan(
+        model_path,
+        _folder("--modeldir", settings.modeldir),
+        downloaded_models() if settings.modeldir or settings.admin else (),
+        settings.defaultmodel,
+        _folder("--admindir", settings.admin_folder),
+    )
+    if catalog.has_model_dir:
+        logger.info("Models: %s", ", ".join(catalog.names))
+    pool = EnginePool(
+        engine.model_name,
+        engine,
+        {entry.name: entry.path for entry in catalog.entries},
+        lambda path: LlamaCppEngine.load(path, load_settings(settings)),
+        settings.maxloadedmodels,
+        embedder,
+    )
+    slots = max(1, settings.parallelrequests)
+    choice = ModelChoice(
+        catalog,
+        lambda path: ModelCard.load(path, settings.contextsize, slots),
+        engine.context_size,  # what llama.cpp made of --contextsize
+        on_added=pool.add,
+        on_removed=pool.forget,
+    )
+    return pool, choice
+
+
+def _folder(option: str, value: str | None) -> Path | None:
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ModelFileError(f"{option} {folder}: no such folder")
+    return folder
+
+
+def _interrupt(_signal: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
