@@ -6,9 +6,11 @@ probes it; the launcher must survive that) and fills its Backend choice from the
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from server.devices.backends import gpu_backends
@@ -26,9 +28,19 @@ def list_devices() -> list[ListedDevice]:
     return listed_devices(loader_devices, ggml_devices())
 
 
-def main(arguments: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hearth list-devices",
+        description="The devices --device/--usevulkan/--usecuda can choose, with their memory.",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON list, for programs")
+    return parser
+
+
+def main(arguments: Sequence[str]) -> int:
+    options = build_parser().parse_args(arguments)  # --help and bad options exit here
     devices = list_devices()
-    if "--json" in arguments:
+    if options.json:
         sys.stdout.write(json.dumps([asdict(device) for device in devices]) + "\n")
     else:
         for device in devices:
