@@ -12,17 +12,27 @@ on each dialect is read as a ratio from the same run rather than across two runs
 
 With `--scripted`, the servers run a scripted engine that produces tokens as fast as it can
 (bench/scripted_server.py): no model time, so what is measured is the HTTP path alone, framing,
-batching of bursts and the client's parsing.
+batching of bursts and the client's parsing. `--token-seconds S` paces it instead (one token per
+S seconds, a pace the server keeps up with): every token is then its own event, and the server's
+CPU per stream is the framing's cost alone, steady from run to run.
+
+Beside the client's view (events per second, which the client's own parsing and the other
+processes on the machine disturb), each stream's cost is read from the server itself: the CPU
+seconds its process spent on the stream (Linux's /proc/PID/stat), compared as a median per
+dialect. That is the figure that resolves a few percent: on 2 cores, wall-clock rates of one
+checkout against itself spread by ±4% (model) to ±19% (scripted).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -126,61 +136,88 @@ def body_for(path: str, template: dict[str, object], tokens: int, index: int) ->
     return body
 
 
-def measure(
-    path: str, body: dict[str, object], has_text: Extractor, base: str = BASE
-) -> tuple[float, float]:
+def server_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system, every thread) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Sample:
+    first: float  # seconds to the first text
+    rate: float  # text events per second, as the client saw them
+    cpu: float  # the server's CPU seconds for the whole stream
+
+
+def measure(path: str, body: dict[str, object], has_text: Extractor, server: Server) -> Sample:
+    base, pid = server
+    cpu_before = server_cpu_seconds(pid)
     started = time.perf_counter()
     arrivals: list[float] = []
     with httpx.stream("POST", base + path, json=body, timeout=120) as response:
         for line in response.iter_lines():
             if has_text(line):
                 arrivals.append(time.perf_counter())
+    cpu = server_cpu_seconds(pid) - cpu_before
     first = arrivals[0] - started
     rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
-    return first, rate
+    return Sample(first, rate, cpu)
 
 
-Samples = dict[str, list[tuple[float, float]]]
+Samples = dict[str, list[Sample]]
+Server = tuple[str, int]  # base URL, process id
 
 
-def run_cases(repeats: int, tokens: int, bases: list[str]) -> list[Samples]:
+def run_cases(repeats: int, tokens: int, servers: list[Server]) -> list[Samples]:
     """Every case `repeats` times on each server; interleaved, so drift hits all alike."""
-    results: list[Samples] = [{name: [] for name, *_ in CASES} for _ in bases]
+    results: list[Samples] = [{name: [] for name, *_ in CASES} for _ in servers]
     for index in range(repeats):
         for name, path, template, has_text in CASES:
             body = body_for(path, template, tokens, index * 10 + len(results[0][name]))
-            order = list(enumerate(bases))
+            order = list(enumerate(servers))
             if index % 2:
                 order.reverse()  # neither server always goes first
-            for which, base in order:
-                results[which][name].append(measure(path, body, has_text, base))
+            for which, server in order:
+                results[which][name].append(measure(path, body, has_text, server))
     return results
 
 
-def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
-    return statistics.median(f for f, _ in samples), statistics.median(r for _, r in samples)
+def medians(samples: list[Sample]) -> tuple[float, float, float]:
+    return (
+        statistics.median(s.first for s in samples),
+        statistics.median(s.rate for s in samples),
+        statistics.median(s.cpu for s in samples),
+    )
 
 
 def print_table(results: Samples, tokens: int, repeats: int) -> None:
-    base_first, base_rate = medians(results["KoboldAI SSE"])
+    base_first, base_rate, _ = medians(results["KoboldAI SSE"])
     print(f"{tokens} tokens, median of {repeats}")
-    print(f"  {'dialect':20s} {'first text':>11s} {'events/s':>9s} {'rate ratio':>11s}")
+    print(
+        f"  {'dialect':20s} {'first text':>11s} {'events/s':>9s} {'rate ratio':>11s}"
+        f" {'server CPU':>11s}"
+    )
     for name, samples in results.items():
-        first, rate = medians(samples)
+        first, rate, cpu = medians(samples)
         print(
             f"  {name:20s} {first * 1000:9.0f}ms {rate:9.1f} {rate / base_rate:11.3f}"
-            f"   (first text {1000 * (first - base_first):+.0f} ms vs KoboldAI)"
+            f" {cpu * 1000:9.0f}ms   (first text {1000 * (first - base_first):+.0f} ms vs KoboldAI)"
         )
 
 
 def print_comparison(now: Samples, before: Samples) -> None:
-    print("this checkout against the baseline, same run (ratio > 1: this one is faster)")
-    print(f"  {'dialect':20s} {'events/s':>9s} {'baseline':>9s} {'ratio':>7s} {'first text':>11s}")
+    """Ratios > 1: this checkout is faster (more events/s) or cheaper (less server CPU)."""
+    print("this checkout against the baseline, same run (ratio > 1: this one is better)")
+    print(
+        f"  {'dialect':20s} {'events/s':>9s} {'baseline':>9s} {'ratio':>7s}"
+        f" {'CPU/stream':>11s} {'baseline':>9s} {'ratio':>7s} {'first text':>11s}"
+    )
     for name in now:
-        first, rate = medians(now[name])
-        old_first, old_rate = medians(before[name])
+        first, rate, cpu = medians(now[name])
+        old_first, old_rate, old_cpu = medians(before[name])
         print(
             f"  {name:20s} {rate:9.1f} {old_rate:9.1f} {rate / old_rate:7.3f}"
+            f" {cpu * 1000:9.0f}ms {old_cpu * 1000:7.0f}ms {old_cpu / cpu:7.3f}"
             f" {1000 * (first - old_first):+9.0f}ms"
         )
 
@@ -191,26 +228,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another checkout to compare against")
     parser.add_argument("--scripted", action="store_true", help="no model: the HTTP path alone")
+    parser.add_argument(
+        "--token-seconds",
+        type=float,
+        default=0.0,
+        help="with --scripted: one token per this many seconds (0: as fast as it can)",
+    )
     args = parser.parse_args()
 
     def command(root: Path, port: int) -> list[str]:
-        if args.scripted:
-            return [sys.executable, str(root / "bench" / "scripted_server.py"), str(port)]
+        if args.scripted:  # this checkout's script, serving `root`'s code
+            script = str(ROOT / "bench" / "scripted_server.py")
+            pace = ["--token-seconds", str(args.token_seconds)]
+            return [sys.executable, script, str(port), "--root", str(root), *pace]
         return hearth_command(port)
 
-    servers = [start_server(command(ROOT, PORT), BASE, "/api/extra/version")]
-    bases = [BASE]
+    processes = [start_server(command(ROOT, PORT), BASE, "/api/extra/version")]
+    servers = [(BASE, processes[0].pid)]
     try:
         if args.baseline is not None:
             baseline = command(args.baseline, BASELINE_PORT)
-            servers.append(
+            processes.append(
                 start_server(baseline, BASELINE, "/api/extra/version", cwd=args.baseline)
             )
-            bases.append(BASELINE)
-        results = run_cases(args.repeats, args.tokens, bases)
+            servers.append((BASELINE, processes[1].pid))
+        results = run_cases(args.repeats, args.tokens, servers)
     finally:
-        for server in servers:
-            stop_server(server)
+        for process in processes:
+            stop_server(process)
     print_table(results[0], args.tokens, args.repeats)
     if args.baseline is not None:
         print_comparison(results[0], results[1])

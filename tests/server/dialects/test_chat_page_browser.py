@@ -34,7 +34,10 @@ def test_stream_stop_and_keep_the_conversation(
     assert perf(hearth)["idle"] == 0
     browser.find_element(By.ID, "stop").click()
     until(lambda: browser.find_element(By.ID, "status").text == "Stopped.")
-    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=1.0)
+    # The server stopped generating: idle before the 400 tokens were done (a fixed second
+    # here failed on a loaded machine; what matters is that the stop cut the generation).
+    wait_for(lambda: perf(hearth)["idle"] == 1, timeout=60)
+    assert perf(hearth)["last_token_count"] < 400
     stopped_text = assistant_text(browser)
     browser.save_screenshot(str(tmp_path / "chat.png"))
 
