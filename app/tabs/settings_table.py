@@ -138,6 +138,40 @@ CONTEXT_SHIFT = Check(
     tooltip_text="When a chat outgrows the context, trim its start and shift the cache "
     "instead of reading everything again. Parallel Requests turn it off.",
 )
+PROMPT_CACHE = Number(
+    "cacheram",
+    "Prompt Cache (MiB):",
+    step=256,
+    special="Off",
+    more="As llama-server's --cache-ram (default {default} MiB). Needs FastForwarding.",
+)
+# The description speaks of --cacheram; and a KoboldCpp user reads 0 as "off", which it is not.
+SMART_CACHE = Number(
+    "smartcache",
+    "SmartCache Slots:",
+    special="No limit",
+    tooltip_text="At most this many prompts in the prompt cache (KoboldCpp's SmartCache "
+    "slots). No limit (0): as many as the Prompt Cache's MiB hold. Unlike KoboldCpp, 0 does "
+    "not turn the cache off: set Prompt Cache to Off for that.",
+)
+CACHE_DIR = Folder(
+    "cachedir",
+    "Prompt Cache Folder:",
+    placeholder="none: in memory only",
+    title="Choose a folder for the prompt cache",
+    more="Two Hearths may share it; damaged files are skipped and removed.",
+)
+CACHE_DISK = Number(
+    "cachedisk",
+    "Cache Folder Limit (MiB):",
+    step=1024,
+    more="Per model (default {default} MiB).",
+)
+PRIVATE_CACHE = Check(
+    "privatecache",
+    "Private Prompt Cache",
+    more="For a server shared by people who must not learn anything of each other's prompts.",
+)
 JINJA_TOOLS = Check(
     "jinja_tools",
     "Jinja for Tools",

@@ -147,7 +147,24 @@ class ContextTab(SettingsForm):
         self.batch_size = self.add(table.BATCH_SIZE)
         self.fast_forward = self.add(table.FAST_FORWARD)
         self.context_shift = self.add(table.CONTEXT_SHIFT)
+        self.prompt_cache = self.add(table.PROMPT_CACHE)
+        self.smart_cache = self.add(table.SMART_CACHE)
+        self.cache_dir = self.add(table.CACHE_DIR)
+        self.cache_disk = self.add(table.CACHE_DISK)
+        self.private_cache = self.add(table.PRIVATE_CACHE)
         self.jinja_tools = self.add(table.JINJA_TOOLS)
+        # The cache is filled from reused prefixes, so it needs FastForwarding, and the slot
+        # count bounds a cache that is on; the values are kept (and saved) either way.
+        self.fast_forward.toggled.connect(self._prompt_cache_changed)
+        self.prompt_cache.valueChanged.connect(self._prompt_cache_changed)
+        self._prompt_cache_changed()
+
+    def _prompt_cache_changed(self) -> None:
+        fast_forward = self.fast_forward.isChecked()
+        self.prompt_cache.setEnabled(fast_forward)
+        cache_on = fast_forward and self.prompt_cache.value() > 0
+        for key in ("smartcache", "cachedir", "cachedisk", "privatecache"):
+            self.row_widget(key).setEnabled(cache_on)  # a folder's Browse… button too
 
 
 class AdminTab(SettingsForm):

@@ -10,6 +10,10 @@
 - `engine`: the Engine protocol; `engine_pool`: the models behind the scheduler (always a
   pool, of one when one model is served); `llama/`: llama.cpp behind that protocol, the only
   package that imports llama_cpp. `load_settings`: what loading a model reads.
+- `prompt_cache` (saved KV states in memory, by longest token prefix, LRU under a bound),
+  `prompt_disk` (the same on disk, `--cachedir`: checksummed files written atomically) and
+  `state_store` (both together, the disk written by a thread of its own): the prompt cache
+  that `llama/slots.py` saves slots into and restores them from.
 
 May import: `server.base`, `server.models`, `server.devices`, the standard library, and (in
 `llama/` only) llama_cpp and numpy. Never pydantic, FastAPI, the settings model or the

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
+from server.core.prompt_cache import PromptCache
 from server.core.types import EngineEvent, EngineReport, GenerationRequest
 from server.devices.placement import Placement
 
@@ -121,4 +122,15 @@ class CountsDecodes(Protocol):
     @property
     def decode_counts(self) -> DecodeCounts:
         """Totals since the engine was loaded; read from any thread (plain integers)."""
+        ...
+
+
+@runtime_checkable
+class CachesPrompts(Protocol):
+    """An engine that keeps processed prompts for later requests (server/core/prompt_cache.py),
+    for /metrics and /api/extra/perf; a scripted one has none."""
+
+    @property
+    def prompt_cache(self) -> PromptCache:
+        """Its saved states; `stats()` may be read from any thread (the cache locks)."""
         ...

@@ -31,7 +31,15 @@ from typing import Any, cast
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
-from server.core.engine import BatchEngine, CountsDecodes, Embedder, Engine, EngineError
+from server.core.engine import (
+    BatchEngine,
+    CachesPrompts,
+    CountsDecodes,
+    Embedder,
+    Engine,
+    EngineError,
+)
+from server.core.prompt_cache import PromptCacheStats
 from server.core.types import EngineReport, GenerationRequest
 from server.devices.placement import Placement
 
@@ -63,6 +71,10 @@ class EnginePool:
         self._unloaded_decodes = DecodeCounts()  # of the engines closed so far, for /metrics
         # Engines of one kind: when the first counts its decodes, so do those loaded later.
         self._counts_decodes = isinstance(first, CountsDecodes)
+        # Likewise for the prompt cache: the use counters of the engines closed so far (what
+        # they held went with them).
+        self._caches_prompts = isinstance(first, CachesPrompts)
+        self._unloaded_prompt_cache = PromptCacheStats()
         self._only_one = False  # a pool of one (`of_one`): no catalog to load from
 
     @classmethod
@@ -162,6 +174,10 @@ class EnginePool:
         self._expires_at.pop(name, None)
         if isinstance(engine, CountsDecodes):
             self._unloaded_decodes = self._unloaded_decodes.plus(engine.decode_counts)
+        if isinstance(engine, CachesPrompts):
+            self._unloaded_prompt_cache = _counters_only(engine.prompt_cache.stats()).plus(
+                self._unloaded_prompt_cache
+            )
         engine.close()
 
     # -- keep_alive (Ollama): how long a model stays loaded after a job ------------------------
@@ -225,6 +241,19 @@ class EnginePool:
         for engine in list(self._loaded.values()):
             if isinstance(engine, CountsDecodes):
                 total = total.plus(engine.decode_counts)
+        return total
+
+    def prompt_cache_stats(self) -> PromptCacheStats | None:
+        """The prompt caches of every model: what the loaded ones hold now, and their use since
+        the server started, unloaded ones included (any thread, as `decode_counts`); None when
+        the engines keep no prompts (a scripted one)."""
+        if not self._caches_prompts:
+            return None
+        total = self._unloaded_prompt_cache
+        # A cast, not an isinstance: the engines are of one kind, and checking a runtime
+        # Protocol would cost more than the rest (perf's snapshot is taken at every admission).
+        for engine in list(self._loaded.values()):
+            total = total.plus(cast(CachesPrompts, engine).prompt_cache.stats())
         return total
 
     # -- the Engine protocol, delegated to the current model (worker thread only) --------------
@@ -291,6 +320,11 @@ class EnginePool:
         if self._embedder is not None:
             self._embedder.close()
             self._embedder = None
+
+
+def _counters_only(stats: PromptCacheStats) -> PromptCacheStats:
+    """A closing engine's cache use: what it held (and its bound) goes with it."""
+    return PromptCacheStats(stats.saved, stats.restored, stats.restored_tokens, stats.evicted)
 
 
 def _cannot_load(path: Path) -> Engine:

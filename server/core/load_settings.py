@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from server.base.defaults import DEFAULT_BATCH, default_thread_count
+from server.base.defaults import (
+    DEFAULT_BATCH,
+    DEFAULT_CACHE_DISK_MIB,
+    DEFAULT_CACHE_RAM_MIB,
+    default_thread_count,
+)
 
 
 @dataclass(frozen=True)
@@ -26,3 +31,8 @@ class LoadSettings:
     tensor_split: tuple[float, ...] | None = None
     noshift: bool = False
     nofastforward: bool = False
+    cacheram_mib: int = DEFAULT_CACHE_RAM_MIB  # the prompt cache's bound; 0: off
+    smartcache: int = 0  # at most this many saved states (0: bounded by bytes alone)
+    privatecache: bool = False  # cached prompts serve only their owner (GenerationRequest)
+    cachedir: str | None = None  # also keep cached prompts on disk, here
+    cachedisk_mib: int = DEFAULT_CACHE_DISK_MIB  # the bound on that folder (per model)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from server.core.counters import DecodeCounts, ServerCounters
 from server.core.engine_pool import EnginePool
 from server.core.job import Job, JobState
+from server.core.prompt_cache import PromptCacheStats
 from server.core.request_queue import PerfCounters, RequestQueue
 
 
@@ -25,6 +26,7 @@ class QueueSnapshot:
     loaded_models: tuple[str, ...] = ()
     loading_model: str | None = None  # being loaded now; its requests wait meanwhile
     unloads_in: tuple[float, ...] = ()  # per loaded model: seconds to its unload (inf: never)
+    prompt_cache: PromptCacheStats | None = None  # None: the engines keep no prompts
 
     @property
     def serving(self) -> str | None:
@@ -34,13 +36,14 @@ class QueueSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class MetricsReading:
-    """What /metrics shows: the totals, the queue now, and the engine's decodes (None when
-    the engine does not count them)."""
+    """What /metrics shows: the totals, the queue now, the engine's decodes (None when the
+    engine does not count them) and its prompt cache (None when it keeps no prompts)."""
 
     counters: ServerCounters
     running: int
     waiting: int
     decodes: DecodeCounts | None
+    prompt_cache: PromptCacheStats | None
 
 
 class LiveState(enum.Enum):
@@ -81,6 +84,7 @@ class Observer:
         self._queue = queue
         self._pool = pool
         self._decodes_reported = DecodeCounts()  # the last /metrics reading's, never less
+        self._prompt_cache_reported = PromptCacheStats()  # its counters likewise
 
     def snapshot(self) -> QueueSnapshot:
         queue, pool = self._queue, self._pool
@@ -89,7 +93,14 @@ class Observer:
         loaded = tuple(pool.loaded_names)
         unloads_in = tuple(pool.unloads_in(name) for name in loaded)
         return QueueSnapshot(
-            waiting, running, queue.perf, pool.current_name, loaded, pool.loading, unloads_in
+            waiting,
+            running,
+            queue.perf,
+            pool.current_name,
+            loaded,
+            pool.loading,
+            unloads_in,
+            pool.prompt_cache_stats(),
         )
 
     def take_metrics(self) -> MetricsReading:
@@ -97,6 +108,7 @@ class Observer:
         scrape restarts it (its rates are over the time since the previous scrape)."""
         queue = self._queue
         counted = self._pool.decode_counts
+        cache = self._pool.prompt_cache_stats()
         with queue.lock:
             counters = queue.counters.copy()
             queue.counters.restart_window()
@@ -110,7 +122,26 @@ class Observer:
                     max(counted.calls, reported.calls), max(counted.busy_slots, reported.busy_slots)
                 )
                 self._decodes_reported = counted
-        return MetricsReading(counters, running, waiting, counted)
+            if cache is not None:
+                cache = self._never_less(cache)
+        return MetricsReading(counters, running, waiting, counted, cache)
+
+    def _never_less(self, cache: PromptCacheStats) -> PromptCacheStats:
+        """`cache` with its counters no lower than the last reading's (an engine closing moves
+        its counts from the loaded to the unloaded total, as with decodes); the held states
+        and bytes are gauges and may fall. Called under the queue's lock."""
+        reported = self._prompt_cache_reported
+        cache = PromptCacheStats(
+            saved=max(cache.saved, reported.saved),
+            restored=max(cache.restored, reported.restored),
+            restored_tokens=max(cache.restored_tokens, reported.restored_tokens),
+            evicted=max(cache.evicted, reported.evicted),
+            states=cache.states,
+            bytes=cache.bytes,
+            max_bytes=cache.max_bytes,
+        )
+        self._prompt_cache_reported = cache
+        return cache
 
     def live_requests(self) -> LiveRequests:
         """What every open request is doing now, for the launcher's live view."""

@@ -93,6 +93,9 @@ class GenerationRequest:
     # client's address and the API dialect it spoke; empty for internal requests and tests.
     client: str = ""
     dialect: str = ""
+    # Whose prompt this is, for --privatecache: the key the client presented, else its host
+    # (a digest, never the key itself). Cached prompts are restored only for the same owner.
+    cache_owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from fastapi import Request
 from server.core.job import Job
 from server.core.scheduler import QueueFullError, Scheduler
 from server.core.types import GenerationRequest
-from server.dialects.client_address import client_address
+from server.dialects.client_address import cache_owner, client_address
 from server.dialects.deps import ModelInfo
 from server.dialects.errors import APIError, Dialect, busy_error
 from server.dialects.model_choice import ModelChoice
@@ -47,8 +47,11 @@ def submit(
             model.schemas.check_grammar(generation.grammar)
         except ValueError as exc:
             raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
-    # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py).
-    generation = dataclasses.replace(generation, client=client_address(), dialect=dialect.value)
+    # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py)
+    # and the private prompt cache.
+    generation = dataclasses.replace(
+        generation, client=client_address(), dialect=dialect.value, cache_owner=cache_owner()
+    )
     try:
         job = scheduler.submit(generation)
     except QueueFullError:

@@ -17,7 +17,9 @@ meaning, except:
   up to its first token).
 
 Hearth's own, with the `hearth_` prefix: busy (503) responses, aborts, disconnects,
-admitted requests per dialect, and the queue wait as a histogram.
+admitted requests per dialect, the queue wait as a histogram, and, when the engine keeps
+processed prompts, the prompt cache (states saved, restored, the tokens restores saved,
+evictions; the states and bytes held now and the bound).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from server.core.counters import DecodeCounts
+from server.core.prompt_cache import PromptCacheStats
 from server.core.scheduler import MetricsReading, Scheduler
 from server.dialects.deps import key_required
 from server.dialects.errors import APIError, Dialect, ErrorKind
@@ -64,6 +67,8 @@ class SchedulerCollector(Collector):
         yield from _llama_server_counters(reading)
         yield from _llama_server_gauges(reading)
         yield from _hearth_metrics(reading)
+        if reading.prompt_cache is not None:
+            yield from _prompt_cache_metrics(reading.prompt_cache)
 
 
 def metrics_registry(scheduler: Scheduler) -> CollectorRegistry:
@@ -180,6 +185,44 @@ def _hearth_metrics(reading: MetricsReading) -> Iterator[Metric]:
         "Seconds from a request's admission to the start of its generation",
         buckets=[(_bucket_label(bound), count) for bound, count in wait.cumulative()],
         sum_value=wait.total_seconds,
+    )
+
+
+def _prompt_cache_metrics(cache: PromptCacheStats) -> Iterator[Metric]:
+    yield CounterMetricFamily(
+        "hearth_prompt_cache_saved_total",
+        "Prompt KV states saved to the prompt cache when their slot moved on",
+        value=cache.saved,
+    )
+    yield CounterMetricFamily(
+        "hearth_prompt_cache_restored_total",
+        "Prompt KV states restored from the prompt cache into a slot",
+        value=cache.restored,
+    )
+    yield CounterMetricFamily(
+        "hearth_prompt_cache_restored_tokens_total",
+        "Prompt tokens that restores from the prompt cache spared reading again",
+        value=cache.restored_tokens,
+    )
+    yield CounterMetricFamily(
+        "hearth_prompt_cache_evicted_total",
+        "Prompt KV states dropped from the prompt cache for room, least recently used first",
+        value=cache.evicted,
+    )
+    yield GaugeMetricFamily(
+        "hearth_prompt_cache_bytes",
+        "Bytes of prompt KV states held in the prompt cache now",
+        value=cache.bytes,
+    )
+    yield GaugeMetricFamily(
+        "hearth_prompt_cache_states",
+        "Prompt KV states held in the prompt cache now",
+        value=cache.states,
+    )
+    yield GaugeMetricFamily(
+        "hearth_prompt_cache_max_bytes",
+        "Bound on the prompt cache's bytes (--cacheram), summed over the loaded models",
+        value=cache.max_bytes,
     )
 
 

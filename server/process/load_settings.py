@@ -30,4 +30,9 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
         tensor_split=_frozen(settings.tensor_split),
         noshift=settings.noshift,
         nofastforward=settings.nofastforward,
+        cacheram_mib=settings.cacheram,
+        smartcache=settings.smartcache,
+        privatecache=settings.privatecache,
+        cachedir=settings.cachedir,
+        cachedisk_mib=settings.cachedisk,
     )

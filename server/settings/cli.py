@@ -51,6 +51,11 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
     "resumegrace": ("--resumegrace",),  # Hearth's own
     "nofastforward": ("--nofastforward",),
+    "cacheram": ("--cacheram", "--cache-ram", "-cram"),  # llama-server's spellings too
+    "smartcache": ("--smartcache",),
+    "privatecache": ("--privatecache",),
+    "cachedir": ("--cachedir",),
+    "cachedisk": ("--cachedisk",),
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),
     "jinja_tools": ("--jinjatools", "--jinja_tools"),
@@ -70,6 +75,10 @@ _METAVARS = {
     "embeddingsmodel": "FILE",
     "rpc": "HOST:PORT[,HOST:PORT]",
     "resumegrace": "SECONDS",
+    "cacheram": "MiB",
+    "smartcache": "N",
+    "cachedir": "DIR",
+    "cachedisk": "MiB",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
+from server.core.prompt_cache import MIB, PromptCache
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EmbeddingsEvent,
@@ -166,6 +167,27 @@ class ScriptedEngine:
 
     def close(self) -> None:
         pass
+
+
+class CachingScriptedEngine(ScriptedEngine):
+    """A ScriptedEngine with a prompt cache (server/core/engine.CachesPrompts), which its
+    generation never uses: tests put states in it directly. A subclass, not an optional
+    argument of ScriptedEngine: a runtime Protocol checks that the attribute exists, so the
+    plain engine must not have one at all."""
+
+    def __init__(
+        self,
+        pieces: Sequence[bytes] = (b"Hello", b",", b" world", b"!"),
+        *,
+        prompt_cache: PromptCache | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(pieces, **options)
+        self._prompt_cache = PromptCache(64 * MIB) if prompt_cache is None else prompt_cache
+
+    @property
+    def prompt_cache(self) -> PromptCache:
+        return self._prompt_cache
 
 
 def scripted_embedding(item: EmbedInput) -> tuple[float, ...]:

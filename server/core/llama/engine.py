@@ -34,8 +34,10 @@ from server.core.llama.sampler import (
     schema_grammar,
 )
 from server.core.llama.sequence import Sequence
-from server.core.llama.slots import SlotCache
+from server.core.llama.slots import SlotCache, disk_states
 from server.core.load_settings import LoadSettings
+from server.core.prompt_cache import MIB, PromptCache
+from server.core.state_store import StateStore
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineReport,
@@ -61,11 +63,15 @@ class LlamaCppEngine:
         self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
         self._name = model_display_name(loaded.path)
         self.decode_counts = DecodeCounts()  # for /metrics (server/core/engine.CountsDecodes)
+        self.prompt_cache = PromptCache(settings.cacheram_mib * MIB, settings.smartcache)
+        store = StateStore(self.prompt_cache, disk_states(loaded, settings))
         self._slots = SlotCache(
-            loaded.memory,
+            loaded.context,
             max(1, settings.parallelrequests),
             reuse_prefix=not settings.nofastforward,
             context_shift=not settings.noshift and loaded.can_shift,
+            saved=store,
+            private=settings.privatecache,
         )
         self._samplers = SamplerFactory(
             loaded.vocab, loaded.n_vocab, loaded.n_ctx, loaded.end_tokens
@@ -173,10 +179,11 @@ class LlamaCppEngine:
         then advances with every `step()`. Returns the handle events are reported under."""
         started = time.perf_counter()
         max_tokens, prompt, truncated = self._loaded.fit(request)
-        slot = self._slots.best_free({s.slot for s in self._active}, prompt)
+        owner = request.cache_owner
+        slot = self._slots.best_free({s.slot for s in self._active}, prompt, owner)
         if slot is None:
             raise EngineError("no free slot for another sequence")
-        reused = self._slots.prepare(slot, prompt)
+        reused = self._slots.prepare(slot, prompt, owner)
         grammar = schema_grammar(schema) if schema is not None else request.grammar
         sequence = Sequence(
             request=request,
@@ -229,6 +236,7 @@ class LlamaCppEngine:
         if self._closed:
             return
         self._closed = True
+        self._slots.close()  # saves the slots' states (to disk with --cachedir) first
         self._batch.free()
         if self._embedder is not None:  # its context uses the model: freed first
             self._embedder.close()

@@ -12,6 +12,7 @@ import time
 from fastapi import APIRouter, Request
 
 from server import __version__
+from server.core.prompt_cache import PromptCacheStats
 from server.dialects import common
 from server.dialects.deps import (
     ModelInfoDep,
@@ -33,6 +34,7 @@ from server.dialects.kobold.schemas import (
     KoboldGenerateResponse,
     KoboldGenkeyRequest,
     KoboldPerf,
+    KoboldPromptCache,
     KoboldResultText,
     KoboldTokenCount,
     KoboldTokenCountRequest,
@@ -130,11 +132,26 @@ async def perf(
         "loading_model": snapshot.loading_model,
         "resumable_streams": resumable.count,
         "resumable_bytes": resumable.retained_bytes,
+        "prompt_cache": _prompt_cache(snapshot.prompt_cache),
         "idle": 0 if snapshot.running else 1,
         "hordeexitcounter": -1,
         "uptime": round(now - snapshot.perf.started_at, 3),
         "idletime": round(now - snapshot.perf.last_request_at, 3),
         "quiet": settings.quiet,
+    }
+
+
+def _prompt_cache(stats: PromptCacheStats | None) -> KoboldPromptCache | None:
+    if stats is None:
+        return None
+    return {
+        "states": stats.states,
+        "bytes": stats.bytes,
+        "max_bytes": stats.max_bytes,
+        "saved": stats.saved,
+        "restored": stats.restored,
+        "restored_tokens": stats.restored_tokens,
+        "evicted": stats.evicted,
     }
 
 

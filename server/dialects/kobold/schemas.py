@@ -149,8 +149,20 @@ class KoboldDetokenized(TypedDict):
     success: bool
 
 
+class KoboldPromptCache(TypedDict):
+    """Hearth: the prompt cache (--cacheram, --smartcache), summed over the loaded models."""
+
+    states: int  # prompts held now
+    bytes: int  # their KV states' size
+    max_bytes: int  # the bound on `bytes`
+    saved: int  # since the server started, unloaded models included
+    restored: int
+    restored_tokens: int  # prompt tokens those restores did not have to read again
+    evicted: int  # dropped for room, least recently used first
+
+
 class KoboldPerf(TypedDict):
-    """/api/extra/perf, KoboldCpp's fields plus Hearth's `running`."""
+    """/api/extra/perf, KoboldCpp's fields plus Hearth's (`running` and those after it)."""
 
     last_process: float
     last_eval: float
@@ -176,6 +188,7 @@ class KoboldPerf(TypedDict):
     loading_model: str | None  # Hearth: being loaded now; requests for it wait in `queue`
     resumable_streams: int  # Hearth: resumable streams kept (running, or awaiting a resume)
     resumable_bytes: int  # Hearth: the bytes of events they keep
+    prompt_cache: KoboldPromptCache | None  # Hearth: None when the engine keeps no prompts
     idle: int
     hordeexitcounter: int
     uptime: float

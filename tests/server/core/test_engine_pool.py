@@ -11,11 +11,14 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from server.core.engine import Engine, EngineError
+from server.core.engine import CachesPrompts, Engine, EngineError
 from server.core.engine_pool import EnginePool
+from server.core.observation import Observer
+from server.core.prompt_cache import PromptCache, PromptCacheStats, SavedState
+from server.core.request_queue import RequestQueue
 from server.core.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationRequest
-from tests.support.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import CachingScriptedEngine, ScriptedEngine
 
 
 class Models:
@@ -311,3 +314,75 @@ def test_a_pool_of_one_counts_decodes_only_when_its_engine_does() -> None:
     pool = EnginePool.of_one(ScriptedEngine())
     assert pool.unload() == [] and pool.loaded_names == ["scripted"]
     assert not pool.switch_needed("elsewhere") and not pool.needs_load("elsewhere")
+
+
+# -- the prompt caches of the pool's engines (/api/extra/perf, /metrics) -------------------------
+
+
+class CachingEngine(ClosingEngine, CachingScriptedEngine):
+    """A loaded model with a prompt cache of its own."""
+
+
+class CachingModels(Models):
+    def engine(self, name: str) -> ScriptedEngine:
+        engine = CachingEngine(self, name, pieces=(name.encode(),), end_after=1)
+        self.open[name] = engine
+        return engine
+
+
+def cache_of(models: Models, name: str) -> PromptCache:
+    engine = models.open[name]
+    assert isinstance(engine, CachesPrompts)
+    return engine.prompt_cache
+
+
+def test_the_prompt_caches_add_up_and_an_unloaded_models_use_is_kept() -> None:
+    models = CachingModels()
+    pool = pool_of(models, max_loaded=2)
+    run_jobs(pool, [("1", "b")])
+    first, second = cache_of(models, "a"), cache_of(models, "b")
+    saved = [SavedState((token,), None, 100) for token in (1, 2, 3)]
+    for one in saved:
+        first.put(one)
+    first.used(saved[0], 7)
+    second.put(SavedState((4,), None, 50))
+    both = pool.prompt_cache_stats()
+    assert both == PromptCacheStats(4, 1, 7, 0, 4, 350, first.max_bytes + second.max_bytes)
+    run_jobs(pool, [("2", "c")])  # a, used least recently, is closed for c
+    assert sorted(models.open) == ["b", "c"]
+    # a's use stays counted; what it held went with it, and so did its bound.
+    after = pool.prompt_cache_stats()
+    assert after == PromptCacheStats(4, 1, 7, 0, 1, 50, 2 * second.max_bytes)
+
+
+def test_a_pool_keeps_no_prompt_cache_figures_when_its_engines_keep_no_prompts() -> None:
+    assert EnginePool.of_one(ScriptedEngine()).prompt_cache_stats() is None
+    assert not isinstance(ScriptedEngine(), CachesPrompts)
+    cache = PromptCache(1000)
+    assert EnginePool.of_one(CachingScriptedEngine(prompt_cache=cache)).prompt_cache_stats() == (
+        PromptCacheStats(max_bytes=1000)
+    )
+
+
+class ReadingPool(EnginePool):
+    """A pool whose prompt caches read as given, one reading per call."""
+
+    def __init__(self, readings: list[PromptCacheStats]) -> None:
+        super().__init__("a", CachingScriptedEngine(), {}, Models().load)
+        self._readings = readings
+
+    def prompt_cache_stats(self) -> PromptCacheStats | None:
+        return self._readings.pop(0)
+
+
+def test_metrics_never_report_fewer_prompt_cache_uses_than_before() -> None:
+    """Read while the worker closes an engine, the pool may count its use in neither total for
+    a moment: /metrics keeps the counters where they were (a drop reads as a reset), while the
+    held states and bytes are gauges and follow the reading."""
+    higher = PromptCacheStats(5, 4, 30, 2, states=3, bytes=300, max_bytes=1000)
+    lower = PromptCacheStats(1, 1, 10, 0, states=1, bytes=100, max_bytes=500)
+    observer = Observer(RequestQueue(1, 10), ReadingPool([higher, lower]))
+    assert observer.take_metrics().prompt_cache == higher
+    assert observer.take_metrics().prompt_cache == PromptCacheStats(
+        5, 4, 30, 2, states=1, bytes=100, max_bytes=500
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.logits import assert_agree, native
 from tests.support.one_turn import in_one_turn
 from tests.support.real_server import (
     GENERATE,
@@ -67,39 +68,6 @@ def test_four_at_once_are_generated_together(batched: RunningServer) -> None:
     assert all(result["completion_tokens"] == 60 for _, result in results)
     # In turn they would end at about T, 2T, 3T, 4T; batched they end together.
     assert times[0] > 0.6 * times[-1]
-
-
-# How far a likely token's log-probability may move between batch shapes, and what "likely"
-# is (more than 5%). Measured alone against batched, 30 prompts of 24 greedy tokens: up to 0.28
-# on an AVX2 machine (with kernels that change with the number of rows as well); less likely
-# tokens move more (up to 0.94).
-SHAPE_TOLERANCE = 1.0
-LIKELY = -3.0
-
-
-def native(server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(f"{server.base_url}/completion", json=body, timeout=120)
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def assert_agree(alone: dict[str, Any], batched: dict[str, Any]) -> None:
-    """One greedy request's answers in two batch shapes: the same tokens, up to a token where
-    they part, with the chosen token's and every likely alternative's log-probability within
-    SHAPE_TOLERANCE; and they may part only where the alone run's two candidates were within
-    twice that (a near-tie that went the other way)."""
-    steps = zip(alone["completion_probabilities"], batched["completion_probabilities"], strict=True)
-    for step, (one, other) in enumerate(steps):
-        mine = {token["id"]: token["logprob"] for token in one["top_logprobs"]}
-        theirs = {token["id"]: token["logprob"] for token in other["top_logprobs"]}
-        for token in mine.keys() & theirs.keys():
-            if mine[token] > LIKELY or token == one["id"]:
-                assert abs(mine[token] - theirs[token]) < SHAPE_TOLERANCE, (step, one, other)
-        if one["id"] != other["id"]:
-            gap = mine[one["id"]] - mine.get(other["id"], float("-inf"))
-            assert gap < 2 * SHAPE_TOLERANCE, (step, one, other)
-            return
 
 
 def test_batched_requests_read_their_own_logits_and_seeds(batched: RunningServer) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from server.base.defaults import DEFAULT_CACHE_RAM_MIB
 from server.devices.placement import Placement
 from server.process.console import announce_start
 from server.settings.cli import build_parser, parse_command_line
@@ -161,6 +162,54 @@ def test_koboldcpp_backend_keys_load_and_save(tmp_path: Path) -> None:
     assert settings.cuda_device == 0
     saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
     assert saved["usecuda"] == ["lowvram", "0", "nommq"]
+
+
+def koboldcpp_file_with(tmp_path: Path, **values: object) -> Path:
+    """KoboldCpp's own saved file with `values` changed or added."""
+    path = tmp_path / "koboldcpp.kcpps"
+    path.write_text(json.dumps({**json.loads(KOBOLDCPP_FILE.read_text()), **values}))
+    return path
+
+
+def test_koboldcpp_smartcache_slots_load_and_both_cache_keys_save(tmp_path: Path) -> None:
+    """KoboldCpp has no `cacheram`: its files get Hearth's default; `smartcache` is read as
+    written, and a save writes both keys, so Hearth reads back what it wrote."""
+    settings = load_kcpps(koboldcpp_file_with(tmp_path, smartcache=5))
+    assert (settings.smartcache, settings.cacheram) == (5, DEFAULT_CACHE_RAM_MIB)
+    saved = json.loads(save_kcpps(settings, tmp_path / "copy.kcpps").read_text())
+    assert (saved["smartcache"], saved["cacheram"]) == (5, DEFAULT_CACHE_RAM_MIB)
+
+    settings.cacheram, settings.smartcache = 512, 3
+    written = save_kcpps(settings, tmp_path / "changed.kcpps")
+    saved = json.loads(written.read_text())
+    assert (saved["cacheram"], saved["smartcache"]) == (512, 3)
+    assert (load_kcpps(written).cacheram, load_kcpps(written).smartcache) == (512, 3)
+    saved = json.loads(save_kcpps(HearthSettings(), tmp_path / "defaults.kcpps").read_text())
+    assert (saved["cacheram"], saved["smartcache"]) == (DEFAULT_CACHE_RAM_MIB, 0)
+
+
+def test_koboldcpp_smartcache_0_bounds_no_count_and_leaves_the_cache_on(tmp_path: Path) -> None:
+    """In KoboldCpp 0 turns SmartCache off; here it only means no count bound (docs/LAUNCHER.md
+    says so): the cache stays on, bounded by `cacheram`, which alone turns it off."""
+    settings = load_kcpps(koboldcpp_file_with(tmp_path, smartcache=0))
+    assert (settings.smartcache, settings.cacheram) == (0, DEFAULT_CACHE_RAM_MIB)
+    off = load_kcpps(koboldcpp_file_with(tmp_path, smartcache=0, cacheram=0))
+    assert (off.smartcache, off.cacheram) == (0, 0)
+
+
+@pytest.mark.parametrize(("key", "value"), [("smartcache", -1), ("cacheram", "lots")])
+def test_a_bad_cache_key_in_a_file_is_named(tmp_path: Path, key: str, value: object) -> None:
+    with pytest.raises(SettingsFileError, match=key):
+        load_kcpps(koboldcpp_file_with(tmp_path, **{key: value}))
+
+
+def test_cache_flags_in_every_spelling_and_a_file_under_them(tmp_path: Path) -> None:
+    for spelling in ("--cacheram", "--cache-ram", "-cram"):
+        assert parse_command_line([spelling, "256"]).settings.cacheram == 256, spelling
+    assert parse_command_line(["--smartcache", "5"]).settings.smartcache == 5
+    path = koboldcpp_file_with(tmp_path, smartcache=5, cacheram=1024)
+    from_file = parse_command_line(["--config", str(path), "--smartcache", "2"]).settings
+    assert (from_file.smartcache, from_file.cacheram) == (2, 1024)  # the flag wins
 
 
 def test_console_names_the_backend_and_a_vulkan_request_it_cannot_honour(
