@@ -9,7 +9,8 @@ turns run against Hearth and against llama-server built from the llama.cpp Heart
 the other in one run, with the same model, threads and context per slot. Prints the median time
 to the first streamed token of first turns (nothing cached) and of later turns (the user's own
 history seen before), and the ratios: Hearth / llama-server on later turns, and Hearth's later
-turns / its own first turns.
+turns / its own first turns. `--restart`: Hearth alone with `--cachedir`, each user's next turn
+after a restart against the first turns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,24 +77,50 @@ def first_token_seconds(prompt: str, tokens: int) -> tuple[float, str]:
     return first, "".join(text)
 
 
-def converse(users: int, rounds: int, tokens: int) -> Timings:
+def converse(
+    users: int, rounds: int, tokens: int, history: list[str] | None = None
+) -> tuple[Timings, list[str]]:
+    """`rounds` turns of every user; a `history` given continues those conversations (their
+    first turn here then counts as a later one)."""
     timings = Timings()
-    history = [opening(user) for user in range(users)]
+    known = history is not None
+    history = list(history) if history is not None else [opening(u) for u in range(users)]
     for round_ in range(rounds):
         for user in range(users):
             seconds, reply = first_token_seconds(history[user], tokens)
-            (timings.later_turns if round_ else timings.first_turns).append(seconds)
+            (timings.later_turns if round_ or known else timings.first_turns).append(seconds)
             history[user] += reply + f"\n{NAMES[user]} asks about part {round_ + 36}.\n"
-    return timings
+    return timings, history
 
 
 def measure(command: Sequence[str], probe: str, args: argparse.Namespace) -> Timings:
     server = start_server(command, BASE, probe)
     try:
         first_token_seconds("Warm up.", 2)  # first-request costs are not the cache's
-        return converse(args.users, args.rounds, args.tokens)
+        timings, _ = converse(args.users, args.rounds, args.tokens)
+        return timings
     finally:
         stop_server(server)
+
+
+def across_a_restart(command: Sequence[str], args: argparse.Namespace) -> Timings:
+    """Hearth with --cachedir: every user's first turn, a restart, then every user's next
+    turn (its `later_turns`) against the first turns (nothing cached)."""
+    with tempfile.TemporaryDirectory() as folder:
+        command = [*command, "--cachedir", folder]
+        server = start_server(command, BASE, "/api/extra/version")
+        try:
+            first_token_seconds("Warm up.", 2)
+            before, history = converse(args.users, 1, args.tokens)
+        finally:
+            stop_server(server)
+        server = start_server(command, BASE, "/api/extra/version")
+        try:
+            first_token_seconds("Warm up.", 2)
+            after, _ = converse(args.users, 1, args.tokens, history)
+        finally:
+            stop_server(server)
+    return Timings(before.first_turns, after.later_turns)
 
 
 def llama_server_command(parallel: int) -> list[str]:
@@ -115,9 +143,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=8, help="tokens generated per turn")
     parser.add_argument("--parallel", type=int, default=1, help="slots on both servers")
+    parser.add_argument(
+        "--restart", action="store_true", help="Hearth alone: warm after a restart (--cachedir)"
+    )
     args = parser.parse_args()
     hearth = hearth_command(PORT, "--parallelrequests", str(args.parallel))
     hearth[hearth.index("--contextsize") + 1] = str(CONTEXT * args.parallel)
+    if args.restart:
+        timings = across_a_restart(hearth, args)
+        first, later = (
+            statistics.median(timings.first_turns),
+            statistics.median(timings.later_turns),
+        )
+        print(f"{args.users} users, Hearth with --cachedir, median time to first token")
+        print(f"  first turn (nothing cached)      {first:.3f}s")
+        print(f"  next turn after a restart        {later:.3f}s   ({later / first:.3f} of cold)")
+        return
     results = {
         "llama-server": measure(llama_server_command(args.parallel), "/health", args),
         "Hearth": measure(hearth, "/api/extra/version", args),

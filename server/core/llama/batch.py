@@ -56,9 +56,11 @@ class Batch:
             return []
         start = sequence.decoded
         end = min(start + room, len(sequence.prompt))
-        if self._blocked:
+        if self._blocked and sequence.reused == 0:
             # One aligned block per sequence per decode (see PROMPT_BLOCK); a block that does
-            # not fit waits for the next step rather than being cut differently.
+            # not fit waits for the next step rather than being cut differently. A prompt read
+            # on top of a cached prefix is cut differently anyway: its rest goes in as few
+            # decodes as the room allows (a returning user's new line in one).
             end = min((start // PROMPT_BLOCK + 1) * PROMPT_BLOCK, len(sequence.prompt))
             if end - start > room:
                 return []

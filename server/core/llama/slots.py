@@ -23,11 +23,15 @@ from server.models.gguf import file_sha256
 logger = logging.getLogger(__name__)
 
 # With parallel slots, prompts are decoded in blocks of this many tokens aligned to absolute
-# positions, and only whole blocks are reused from the cache. llama.cpp's logits depend on
-# where a sequence's prompt is cut into decode calls (measured: up to 0.6 apart on the bundled
-# model); fixed cuts keep that part alike whatever its slot held before. Which other sequences
-# share a decode still moves the last bits on some CPUs (a near-tied token may flip), so a
-# seed's text alone and batched is close, not promised equal (tests compare logits there).
+# positions (server/core/llama/batch.py). llama.cpp's logits depend on where a sequence's
+# prompt is cut into decode calls (measured: up to 0.6 apart on the bundled model); fixed cuts
+# keep a fresh read alike alone or batched. A cached prefix is reused whole, as llama-server
+# does: a returning conversation reads only its new tokens (up to the next block boundary,
+# then whole blocks), which costs the last bits of that first block's cut — cutting the cache
+# back to a block boundary instead made returning users read up to 63 tokens again (2x
+# llama-server's time to first token in bench/prompt_cache.py --parallel 4). Which other
+# sequences share a decode moves the last bits too, so a seed's text alone and batched is
+# close, not promised equal (tests compare logits there).
 PROMPT_BLOCK = 64
 # ContextShift looks for the new prompt's first tokens after the kept head (this many must
 # match) and shifts only when at least _SHIFT_MIN_TOKENS line up; less is cheaper to redo.
@@ -109,8 +113,7 @@ class SlotCache:
 
     def _reusable(self, cached: Sequence[int], prompt: list[int]) -> int:
         # Always re-decode the prompt's last token: its logits start the reply.
-        keep = min(shared_prefix(cached, prompt), len(prompt) - 1)
-        return keep - keep % PROMPT_BLOCK if self.blocked else keep  # whole blocks only
+        return min(shared_prefix(cached, prompt), len(prompt) - 1)
 
     def _trim(self, slot: Slot, keep: int) -> int:
         """Drop what the slot caches beyond `keep` tokens (saved first when it is much)."""
