@@ -26,7 +26,14 @@ from pathlib import Path
 
 import httpx
 
-from bench.servers import CONTEXT, THREADS, hearth_command, start_server, stop_server
+from bench.servers import (
+    CONTEXT,
+    THREADS,
+    hearth_command,
+    llama_server_binary,
+    start_server,
+    stop_server,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -176,12 +183,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200)
     args = parser.parse_args()
     model = str(bundled_model_path())
-    llama_server = subprocess.run(
-        ["bash", str(ROOT / "bench" / "build_llama_server.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    llama_server = llama_server_binary()
     hearth = hearth_command(PORT)
     peer = [
         llama_server,

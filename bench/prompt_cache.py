@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,7 +25,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench.servers import CONTEXT, ROOT, THREADS, hearth_command, start_server, stop_server
+from bench.servers import (
+    CONTEXT,
+    THREADS,
+    hearth_command,
+    llama_server_binary,
+    start_server,
+    stop_server,
+)
 from server.models.files import resolve_model_path
 
 PORT = 5097
@@ -124,14 +130,8 @@ def across_a_restart(command: Sequence[str], args: argparse.Namespace) -> Timing
 
 
 def llama_server_command(parallel: int) -> list[str]:
-    binary = subprocess.run(
-        ["bash", str(ROOT / "bench" / "build_llama_server.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     return [
-        *(binary, "-m", str(resolve_model_path(None)), "--port", str(PORT)),
+        *(llama_server_binary(), "-m", str(resolve_model_path(None)), "--port", str(PORT)),
         *("-t", str(THREADS), "-tb", str(THREADS), "-c", str(CONTEXT * parallel)),
         *("-np", str(parallel), "--no-webui"),
     ]

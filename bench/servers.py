@@ -33,6 +33,16 @@ def hearth_command(port: int, *extra: str) -> list[str]:
     ]
 
 
+def llama_server_binary() -> str:
+    """llama.cpp's llama-server, built from the llama.cpp Hearth runs (once; then cached)."""
+    return subprocess.run(
+        ["bash", str(ROOT / "bench" / "build_llama_server.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
 def start_server(
     command: Sequence[str],
     base_url: str,

@@ -52,9 +52,6 @@ class Slot:
     owner: str = ""  # whose tokens `cached` are, when the cache is private ("" otherwise)
 
 
-shared_prefix = common_prefix
-
-
 class SlotCache:
     """The slots of one context, what each caches, and the states saved from them."""
 
@@ -90,7 +87,7 @@ class SlotCache:
         free = [slot for slot in self.slots if slot not in busy]
 
         def reusable(slot: Slot) -> int:
-            return shared_prefix(slot.cached, prompt) if slot.owner == owner else 0
+            return common_prefix(slot.cached, prompt) if slot.owner == owner else 0
 
         return max(free, key=reusable) if free else None
 
@@ -113,7 +110,7 @@ class SlotCache:
 
     def _reusable(self, cached: Sequence[int], prompt: list[int]) -> int:
         # Always re-decode the prompt's last token: its logits start the reply.
-        return min(shared_prefix(cached, prompt), len(prompt) - 1)
+        return min(common_prefix(cached, prompt), len(prompt) - 1)
 
     def _trim(self, slot: Slot, keep: int) -> int:
         """Drop what the slot caches beyond `keep` tokens (saved first when it is much)."""
@@ -198,7 +195,7 @@ class SlotCache:
         best = (0, 0)
         for offset in range(1, len(cached) - keep - _SHIFT_PROBE + 1):
             if cached[keep + offset : keep + offset + _SHIFT_PROBE] == probe:
-                length = shared_prefix(cached[keep + offset :], prompt[keep:])
+                length = common_prefix(cached[keep + offset :], prompt[keep:])
                 best = max(best, (length, offset))
         moved, dropped = min(best[0], len(prompt) - 1 - keep), best[1]
         if moved < _SHIFT_MIN_TOKENS:
