@@ -74,7 +74,8 @@ class JsonPoller(QObject):
 
 
 class PerfPoller(JsonPoller):
-    """GET /api/extra/perf: the anonymous figures (queue, speeds, model, placement)."""
+    """GET /api/extra/perf: the anonymous figures (queue, speeds, model, placement, prompt
+    cache)."""
 
     path = "/api/extra/perf"
 

@@ -1,7 +1,7 @@
-"""The running view: live log, live queue (from /api/extra/perf), the requests open now with
-an Abort button each and a live tokens/s plot (from the admin-only /api/admin/requests), and
-the Stop / Restart / Open Chat buttons. It shows what it is told: it owns no process and asks
-the server nothing (app.pollers does, for the main window)."""
+"""The running view: live log, live queue and prompt cache (from /api/extra/perf), the requests
+open now with an Abort button each and a live tokens/s plot (from the admin-only
+/api/admin/requests), and the Stop / Restart / Open Chat buttons. It shows what it is told:
+it owns no process and asks the server nothing (app.pollers does, for the main window)."""
 
 from __future__ import annotations
 
@@ -232,6 +232,8 @@ class RunView(QWidget):
         self.live_speed = QLabel("-")
         self.placement = QLabel("Runs on: -")
         self.placement.setWordWrap(True)
+        self.prompt_cache = QLabel("Prompt cache: -")
+        self.prompt_cache.setWordWrap(True)
         figures = QGridLayout()
         for row, (caption, value) in enumerate(
             [
@@ -269,6 +271,7 @@ class RunView(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.model)  # full width, as model names and their list are long
         layout.addWidget(self.placement)  # full width: the reason can be a sentence
+        layout.addWidget(self.prompt_cache)
         layout.addWidget(self.requests)
         layout.addLayout(buttons)
         layout.addWidget(self.log, 1)
@@ -316,6 +319,7 @@ class RunView(QWidget):
         self.waiting.setText(str(waiting))
         self.model.setText(f"Model: {model_text(perf)}")
         self.placement.setText(f"Runs on: {perf.get('placement', '-')}")
+        self.prompt_cache.setText(f"Prompt cache: {prompt_cache_text(perf)}")
         total = int(perf.get("total_gens", 0))
         self.total.setText(str(total))
         self.prompt_speed.setText(f"{float(perf.get('last_process_speed', 0)):.1f} tokens/s")
@@ -335,3 +339,34 @@ def model_text(perf: dict[str, Any]) -> str:
     if not others:
         return serving
     return f"{serving} (also loaded: {', '.join(map(str, others))})"
+
+
+def prompt_cache_text(perf: dict[str, Any]) -> str:
+    """What the prompt cache holds against its bound, and what it has spared so far; "off"
+    when the server keeps no prompts (--cacheram 0, an engine without a cache, or a server
+    older than the cache, whose perf has no `prompt_cache`)."""
+    cache = perf.get("prompt_cache")
+    if not isinstance(cache, dict) or int(cache.get("max_bytes", 0)) <= 0:
+        return "off"
+    held = f"{mib_text(cache.get('bytes', 0))} of {mib_text(cache['max_bytes'])} in memory"
+    parts = [counted(int(cache.get("states", 0)), "prompt"), held]
+    on_disk = cache.get("disk_bytes")  # only with --cachedir, and only where it is reported
+    if isinstance(on_disk, int):
+        parts.append(f"{size_text(on_disk)} on disk")
+    reused = int(cache.get("restored_tokens", 0))
+    parts.append(f"{counted(int(cache.get('restored', 0)), 'hit')}, {reused:,} tokens reused")
+    return " · ".join(parts)
+
+
+def counted(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def mib_text(size: Any) -> str:
+    """In MiB, as --cacheram is given: tenths below 10 (a small model's states are small)."""
+    mib = int(size) / 2**20
+    return f"{mib:.1f} MiB" if 0 < mib < 10 else f"{mib:,.0f} MiB"
+
+
+def size_text(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else mib_text(size)

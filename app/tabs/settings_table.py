@@ -172,6 +172,13 @@ PRIVATE_CACHE = Check(
     "Private Prompt Cache",
     more="For a server shared by people who must not learn anything of each other's prompts.",
 )
+SLOT_SAVE_PATH = Folder(
+    "slot_save_path",
+    "Slot Save Folder:",
+    placeholder="none: slot files off",
+    title="Choose a folder for slot files",
+    more="llama-server's --slot-save-path: clients save and restore a slot's prompt by name.",
+)
 JINJA_TOOLS = Check(
     "jinja_tools",
     "Jinja for Tools",

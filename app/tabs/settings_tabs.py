@@ -152,6 +152,7 @@ class ContextTab(SettingsForm):
         self.cache_dir = self.add(table.CACHE_DIR)
         self.cache_disk = self.add(table.CACHE_DISK)
         self.private_cache = self.add(table.PRIVATE_CACHE)
+        self.slot_save_path = self.add(table.SLOT_SAVE_PATH)
         self.jinja_tools = self.add(table.JINJA_TOOLS)
         # The cache is filled from reused prefixes, so it needs FastForwarding, and the slot
         # count bounds a cache that is on; the values are kept (and saved) either way.

@@ -526,9 +526,11 @@ async function openStream(path, body, controller, holder) {
   return {response, headersAfter: performance.now() - sent};
 }
 
-async function streamReply(onText, meter, genkey, controller, continuing, turn) {
+// `onProgress` hears llama-server's `prompt_progress` ({total, cache, processed, time_ms}) while
+// the prompt is read.
+async function streamReply(onText, meter, genkey, controller, continuing, turn, onProgress) {
   const {response, headersAfter} = await openStream("/v1/chat/completions",
-    {...chatBody(true, genkey, continuing),
+    {...chatBody(true, genkey, continuing), return_progress: true,
       stream_options: {include_usage: true, resumable: true}}, controller, turn);
   let text = "", usage = null, timings = null;
   const events = [];
@@ -540,6 +542,7 @@ async function streamReply(onText, meter, genkey, controller, continuing, turn) 
     if (chunk.error) throw new Error(chunk.error.message || "The stream broke.");
     if (chunk.usage) usage = chunk.usage;
     if (chunk.timings) timings = chunk.timings;
+    if (chunk.prompt_progress) onProgress(chunk.prompt_progress);
     const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
     if (delta && delta.content) { text += delta.content; meter.tick(); onText(text); }
   }
@@ -596,10 +599,23 @@ async function generate(continuing = false) {
   const body = turn.querySelector(".body");
   let shown = base;
   const onText = (text) => { shown = base + text; showText(body, "assistant", shown); };
+  // While the server reads a long conversation, how far it has got instead of a silent wait;
+  // the reply's first text replaces it (showText renders the body afresh).
+  let reading = null;
+  const onProgress = (progress) => {
+    if (shown !== base || !(progress.total > 0)) return;
+    if (!reading) {
+      reading = document.createElement("p");
+      reading.className = "reading";
+      body.appendChild(reading);
+    }
+    const percent = Math.round(100 * progress.processed / progress.total);
+    reading.textContent = `reading the conversation: ${percent} %`;
+  };
   const meter = speedMeter();
   try {
     const read = $("poll").checked ? pollReply : streamReply;
-    const reply = await read(onText, meter, genkey, controller, continuing, turn);
+    const reply = await read(onText, meter, genkey, controller, continuing, turn, onProgress);
     keepReply(continuing, base + reply.text);
     onText(reply.text);
     setStatus(meter.final(reply.usage ? reply.usage.completion_tokens : 0));
@@ -612,6 +628,7 @@ async function generate(continuing = false) {
       setStatus("");
     }
   } finally {
+    if (reading) reading.remove();  // a reply that failed before its first text
     setRunning(null);
   }
 }

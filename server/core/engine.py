@@ -13,8 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
-from server.core.prompt_cache import PromptCache
-from server.core.types import EngineEvent, EngineReport, GenerationRequest
+from server.core.prompt_cache import PromptCacheStats
+from server.core.types import (
+    EngineEvent,
+    EngineReport,
+    GenerationRequest,
+    SlotAction,
+    SlotActionEvent,
+)
 from server.devices.placement import Placement
 
 
@@ -97,6 +103,15 @@ class EngineError(RuntimeError):
     """A failure inside the engine that should end one request, not the server."""
 
 
+class SlotActionError(EngineError):
+    """A slot action that could not be done; `client_error` when the request was at fault
+    (no such slot, a file that is not a state of this model): a 400, not a 500."""
+
+    def __init__(self, message: str, *, client_error: bool = False) -> None:
+        super().__init__(message)
+        self.client_error = client_error
+
+
 @runtime_checkable
 class BatchEngine(Engine, Protocol):
     """An engine that can generate several sequences together (continuous batching)."""
@@ -130,7 +145,20 @@ class CachesPrompts(Protocol):
     """An engine that keeps processed prompts for later requests (server/core/prompt_cache.py),
     for /metrics and /api/extra/perf; a scripted one has none."""
 
-    @property
-    def prompt_cache(self) -> PromptCache:
-        """Its saved states; `stats()` may be read from any thread (the cache locks)."""
+    def prompt_cache_stats(self) -> PromptCacheStats:
+        """Its saved states in memory and on disk, and their use; read from any thread."""
+        ...
+
+
+@runtime_checkable
+class KeepsSlots(Protocol):
+    """An engine whose slots' KV states can be saved, restored and erased on request
+    (llama-server's /slots actions, KoboldCpp's save states); a scripted one cannot."""
+
+    def slot_action(self, action: SlotAction, owner: str) -> SlotActionEvent:
+        """Do it (worker thread); raise SlotActionError saying why it could not be done."""
+        ...
+
+    def slot_tokens(self) -> list[int]:
+        """How many tokens each slot's KV cache holds; read from any thread."""
         ...

@@ -38,9 +38,16 @@ from server.core.engine import (
     Embedder,
     Engine,
     EngineError,
+    KeepsSlots,
+    SlotActionError,
 )
 from server.core.prompt_cache import PromptCacheStats
-from server.core.types import EngineReport, GenerationRequest
+from server.core.types import (
+    EngineReport,
+    FinishReason,
+    GenerationOutcome,
+    GenerationRequest,
+)
 from server.devices.placement import Placement
 
 logger = logging.getLogger(__name__)
@@ -175,7 +182,7 @@ class EnginePool:
         if isinstance(engine, CountsDecodes):
             self._unloaded_decodes = self._unloaded_decodes.plus(engine.decode_counts)
         if isinstance(engine, CachesPrompts):
-            self._unloaded_prompt_cache = _counters_only(engine.prompt_cache.stats()).plus(
+            self._unloaded_prompt_cache = _counters_only(engine.prompt_cache_stats()).plus(
                 self._unloaded_prompt_cache
             )
         engine.close()
@@ -253,7 +260,7 @@ class EnginePool:
         # A cast, not an isinstance: the engines are of one kind, and checking a runtime
         # Protocol would cost more than the rest (perf's snapshot is taken at every admission).
         for engine in list(self._loaded.values()):
-            total = total.plus(cast(CachesPrompts, engine).prompt_cache.stats())
+            total = total.plus(cast(CachesPrompts, engine).prompt_cache_stats())
         return total
 
     # -- the Engine protocol, delegated to the current model (worker thread only) --------------
@@ -302,7 +309,30 @@ class EnginePool:
     ) -> Iterator[EngineReport]:
         if self._embedder is not None and request.embed_inputs:
             return self._embedder.embed(request, cancelled)
+        if request.slot_action is not None:
+            return self._slot_action(request)
         return self.current.generate(request, cancelled)
+
+    def _slot_action(self, request: GenerationRequest) -> Iterator[EngineReport]:
+        engine, action = self.current, request.slot_action
+        assert action is not None
+        if not isinstance(engine, KeepsSlots):
+            yield GenerationOutcome(FinishReason.ERROR, error="this engine keeps no slot states")
+            return
+        try:
+            yield engine.slot_action(action, request.cache_owner)
+        except SlotActionError as exc:
+            yield GenerationOutcome(
+                FinishReason.ERROR, error=str(exc), input_rejected=exc.client_error
+            )
+            return
+        yield GenerationOutcome(FinishReason.STOP)
+
+    def slot_tokens(self) -> list[int]:
+        """How many tokens each slot of the current model holds (any thread; [] when none is
+        loaded or the engine does not say)."""
+        engine = self._loaded.get(self._current_name)
+        return engine.slot_tokens() if isinstance(engine, KeepsSlots) else []
 
     # The scheduler batches only when the first engine has parallel slots, and every engine
     # of a pool is loaded alike. A cast, not an isinstance: checking a runtime Protocol reads

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from server.core.types import (
     EmbeddingsEvent,
-    EngineEvent,
+    EngineReport,
     GenerationOutcome,
     GenerationRequest,
     Progress,
@@ -80,7 +80,8 @@ class Job:
 
     request: GenerationRequest
     loop: asyncio.AbstractEventLoop
-    inbox: deque[EngineEvent] = field(default_factory=deque)
+    # The request's events, and its Progress reports while the prompt is read when it asked.
+    inbox: deque[EngineReport] = field(default_factory=deque)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     wake_lock: threading.Lock = field(default_factory=threading.Lock)
     wake_pending: bool = False
@@ -96,13 +97,27 @@ class Job:
     submitted_at: float = field(default_factory=time.monotonic)  # admitted (time.monotonic)
     started_at: float | None = None  # taken from the line by the worker; None while waiting
     progress: LiveProgress = field(default_factory=LiveProgress)  # written by the worker only
+    # The prompt tokens the consumer was last told were read (-1: not told yet); worker only.
+    prompt_reported: int = -1
 
     @property
     def text(self) -> str:
         """Everything generated so far (what /api/extra/generate/check shows)."""
         return "".join(self.text_parts)
 
-    def deliver(self, event: EngineEvent) -> None:
+    def report_progress(self, progress: Progress) -> None:
+        """From the worker thread: hand a progress report over to a consumer that asked for
+        them (`report_progress`), only while the prompt is read: the first (what came from
+        the cache), then each that read more, up to the one that finished the prompt."""
+        if not self.request.report_progress:
+            return
+        done, reported = progress.prompt_done, self.prompt_reported
+        if reported >= progress.prompt_total or done <= reported:
+            return
+        self.prompt_reported = done
+        self.deliver(progress)
+
+    def deliver(self, event: EngineReport) -> None:
         """From the worker thread: hand the event over and wake the loop if it is not due."""
         if isinstance(event, TokenEvent) and len(self.inbox) >= self.max_pending:
             # The client stopped reading: stop generating for it and drop its stream, so it

@@ -103,6 +103,10 @@ class Observer:
             pool.prompt_cache_stats(),
         )
 
+    def slot_tokens(self) -> list[int]:
+        """How many tokens each slot of the current model holds (GET /slots)."""
+        return self._pool.slot_tokens()
+
     def take_metrics(self) -> MetricsReading:
         """The totals for /metrics; the throughput window restarts, as each llama-server
         scrape restarts it (its rates are over the time since the previous scrape)."""
@@ -139,6 +143,9 @@ class Observer:
             states=cache.states,
             bytes=cache.bytes,
             max_bytes=cache.max_bytes,
+            disk_states=cache.disk_states,
+            disk_bytes=cache.disk_bytes,
+            disk_max_bytes=cache.disk_max_bytes,
         )
         self._prompt_cache_reported = cache
         return cache

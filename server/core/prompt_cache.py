@@ -53,6 +53,9 @@ class PromptCacheStats:
     states: int = 0  # held now
     bytes: int = 0  # held now
     max_bytes: int = 0  # the bound on `bytes` (summed over a pool's engines)
+    disk_states: int = 0  # held now in --cachedir (0 without one)
+    disk_bytes: int = 0
+    disk_max_bytes: int = 0  # --cachedisk; 0: no folder
 
     def plus(self, other: PromptCacheStats) -> PromptCacheStats:
         """Every field summed: several engines' caches, or one's closed before."""

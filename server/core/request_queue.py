@@ -39,6 +39,8 @@ def waiting_places(multiuser: int, parallel: int = 1) -> int:
 
 def unbatchable_reason(request: GenerationRequest) -> str | None:
     """Why a request must run alone (KoboldCpp's list, for what Hearth supports)."""
+    if request.slot_action is not None:
+        return "a slot action"  # a slot's state changes only while none generates
     if request.embed_inputs:
         return "embeddings"  # their own context, several inputs in one decode
     if request.json_schema is not None:

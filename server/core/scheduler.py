@@ -54,7 +54,7 @@ from server.core.request_queue import (
     unbatchable_reason,
     waiting_places,
 )
-from server.core.types import EngineEvent, GenerationOutcome, GenerationRequest, TokenEvent
+from server.core.types import EngineReport, GenerationOutcome, GenerationRequest, TokenEvent
 from server.core.worker import SHUTDOWN_MESSAGE, FinishedCallback, Worker
 
 # The names other layers import from here, wherever they are defined now.
@@ -137,8 +137,9 @@ class Scheduler:
 
     async def event_batches(
         self, job: Job, idle_timeout: float | None = None
-    ) -> AsyncIterator[list[EngineEvent] | None]:
-        """Yield a job's events in batches of whatever has arrived, until its outcome.
+    ) -> AsyncIterator[list[EngineReport] | None]:
+        """Yield a job's events in batches of whatever has arrived, until its outcome (with
+        Progress reports among them while the prompt is read, when the request asked).
 
         While tokens flow faster than the client reads, several arrive between two looks and
         go out together (one write instead of many); at model speed each batch holds one.
@@ -173,7 +174,7 @@ class Scheduler:
 
     async def events(
         self, job: Job, idle_timeout: float | None = None
-    ) -> AsyncIterator[EngineEvent | None]:
+    ) -> AsyncIterator[EngineReport | None]:
         """The same, one event at a time (None: nothing happened for `idle_timeout`)."""
         async for batch in self.event_batches(job, idle_timeout):
             if batch is None:
@@ -232,6 +233,9 @@ class Scheduler:
 
     def snapshot(self) -> QueueSnapshot:
         return self._observer.snapshot()
+
+    def slot_tokens(self) -> list[int]:
+        return self._observer.slot_tokens()
 
     def take_metrics(self) -> MetricsReading:
         """The totals for /metrics (the throughput window restarts with each reading)."""

@@ -42,6 +42,24 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
 
 
+class SlotActionKind(enum.Enum):
+    SAVE = "save"
+    RESTORE = "restore"
+    ERASE = "erase"
+    CHECK = "check"  # KoboldCpp's check_state: what the save states hold, what a save takes
+
+
+@dataclass(frozen=True, slots=True)
+class SlotAction:
+    """What to do with one slot's KV state: to or from a file (llama-server's
+    --slot-save-path) or one of the engine's in-memory save states (KoboldCpp's)."""
+
+    kind: SlotActionKind
+    slot: int
+    path: str | None = None  # a checked file under --slot-save-path
+    memory_slot: int | None = None  # KoboldCpp's save state number (ERASE: -1 is all)
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """One request for text, whatever dialect it arrived in.
@@ -96,6 +114,12 @@ class GenerationRequest:
     # Whose prompt this is, for --privatecache: the key the client presented, else its host
     # (a digest, never the key itself). Cached prompts are restored only for the same owner.
     cache_owner: str = ""
+    # Hand the consumer `Progress` events while the prompt is read (llama-server's
+    # `return_progress`): the stream shows "reading the prompt: 62 %" instead of silence.
+    report_progress: bool = False
+    # Save, restore or erase a slot's KV state instead of generating (llama-server's
+    # /slots actions, KoboldCpp's admin save states): one SlotActionEvent, then the outcome.
+    slot_action: SlotAction | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +163,16 @@ class EmbeddingsEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotActionEvent:
+    """What a slot action did, delivered once before its GenerationOutcome."""
+
+    tokens: int  # saved, restored or erased (CHECK: what a save would keep now)
+    size: int = 0  # bytes written or read (CHECK: what a save would take)
+    seconds: float = 0.0
+    states: tuple[tuple[int, int], ...] = ()  # CHECK: each save state's (tokens, bytes)
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationOutcome:
     """The last event of every generation, with the figures the console and perf report."""
 
@@ -165,15 +199,18 @@ class GenerationOutcome:
 class Progress:
     """How far a request has got, reported by the engine after each decode it took part in.
 
-    Only the scheduler reads it (the live view of requests: prompt progress for a long prompt,
-    tokens so far); it is never handed to the request's consumer, so streams are unchanged.
+    The scheduler reads it (the live view of requests: prompt progress for a long prompt,
+    tokens so far); the request's consumer sees it only when it asked (`report_progress`),
+    and then only while the prompt is read.
     """
 
     prompt_done: int  # prompt tokens in the context so far (a reused prefix counts)
     prompt_total: int
     generated: int  # tokens sampled so far
+    cached: int = 0  # prompt tokens taken from the cache, not read
+    seconds: float = 0.0  # since the request started
 
 
-EngineEvent = TokenEvent | EmbeddingsEvent | GenerationOutcome
+EngineEvent = TokenEvent | EmbeddingsEvent | SlotActionEvent | GenerationOutcome
 # What an engine yields: the request's events, with its progress reports among them.
 EngineReport = EngineEvent | Progress

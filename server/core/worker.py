@@ -98,6 +98,7 @@ class Worker:
                     return event
                 if isinstance(event, Progress):
                     job.progress = job.progress.advanced(event, time.monotonic())
+                    job.report_progress(event)
                     continue
                 if isinstance(event, TokenEvent):
                     job.text_parts.append(event.text)
@@ -206,6 +207,7 @@ class Worker:
             job = batch[handle]
             if isinstance(event, Progress):
                 job.progress = job.progress.advanced(event, time.monotonic())
+                job.report_progress(event)
             elif isinstance(event, GenerationOutcome):
                 del batch[handle]
                 self.finish(job, event)

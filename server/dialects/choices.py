@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from server.core.job import Job
 from server.core.scheduler import Scheduler
-from server.core.types import EngineEvent
+from server.core.types import EngineReport, Progress
 from server.dialects.common import ChatAnswer, ChatEnd, ChatPlan, ChatReader
 from server.dialects.deps import ModelInfo
 from server.dialects.resumable import resumable_names, retained
@@ -90,7 +90,7 @@ async def _choice_bursts(
     """The bursts of several choices' streams, in the order their events arrive."""
     # Bounded: a client that stops reading stalls the pumps, so each job's own unread-event
     # limit still drops it.
-    arrived: asyncio.Queue[tuple[int, list[EngineEvent]]] = asyncio.Queue(maxsize=len(jobs))
+    arrived: asyncio.Queue[tuple[int, list[EngineReport]]] = asyncio.Queue(maxsize=len(jobs))
 
     async def pump(index: int, job: Job) -> None:
         async for batch in scheduler.event_batches(job):
@@ -111,6 +111,9 @@ async def _choice_bursts(
                 continue
             burst: Burst[Item] = []
             for event in batch:
+                if isinstance(event, Progress):  # each choice reads its own prompt
+                    burst += wires[index].progress(event)
+                    continue
                 for item in readers[index].read(event):
                     if isinstance(item, ChatEnd):
                         answers[index] = item.answer

@@ -34,11 +34,13 @@ from server.core.tool_stream import (
 )
 from server.core.types import (
     EmbeddingsEvent,
-    EngineEvent,
+    EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
+    Progress,
     SamplingParams,
+    SlotActionEvent,
     TokenEvent,
     TokenLogprob,
 )
@@ -265,11 +267,13 @@ class ChatReader:
         self._parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
         self._collected = TokenCollector()
 
-    def read(self, event: EngineEvent) -> list[ChatStreamEvent | ChatEnd]:
+    def read(self, event: EngineReport) -> list[ChatStreamEvent | ChatEnd]:
         if isinstance(event, TokenEvent):
             return self._read_text(event)
-        if isinstance(event, EmbeddingsEvent):
-            return []  # a chat plan never embeds
+        if isinstance(event, Progress):
+            return []  # the prompt being read: no chat event (the wire's `progress` says it)
+        if isinstance(event, EmbeddingsEvent | SlotActionEvent):
+            return []  # a chat plan never embeds nor acts on slots
         collected = self._collected
         if failed(event):
             return [ChatEnd(ChatAnswer(collected.text, (), event, collected.trace))]

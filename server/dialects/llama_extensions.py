@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
+from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, Progress
 from server.dialects.common import ChatAnswer
 
 
@@ -28,6 +28,26 @@ class ProbabilityEntry(TypedDict, total=False):
 class TokenProbabilities(ProbabilityEntry, total=False):
     top_logprobs: list[ProbabilityEntry]
     top_probs: list[ProbabilityEntry]
+
+
+class PromptProgress(TypedDict):
+    """llama-server's `prompt_progress`: the prompt's tokens, those taken from the cache, those
+    in the context so far (the cached ones too) and the milliseconds since the request began."""
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: int
+
+
+def prompt_progress(progress: Progress) -> PromptProgress:
+    """llama-server's `prompt_progress` for a request that asked (`return_progress`)."""
+    return {
+        "total": progress.prompt_total,
+        "cache": progress.cached,
+        "processed": progress.prompt_done,
+        "time_ms": round(progress.seconds * 1000),  # an integer, as llama-server's
+    }
 
 
 class PredictedTimings(TypedDict):

@@ -224,6 +224,17 @@ def _prompt_cache_metrics(cache: PromptCacheStats) -> Iterator[Metric]:
         "Bound on the prompt cache's bytes (--cacheram), summed over the loaded models",
         value=cache.max_bytes,
     )
+    if cache.disk_max_bytes:  # only with --cachedir
+        yield GaugeMetricFamily(
+            "hearth_prompt_cache_disk_bytes",
+            "Bytes of prompt KV states kept in the --cachedir folder for the loaded models",
+            value=cache.disk_bytes,
+        )
+        yield GaugeMetricFamily(
+            "hearth_prompt_cache_disk_states",
+            "Prompt KV states kept in the --cachedir folder for the loaded models",
+            value=cache.disk_states,
+        )
 
 
 def _bucket_label(bound: float) -> str:

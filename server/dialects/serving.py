@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 
 from server.core.job import Job, JobState
 from server.core.scheduler import Scheduler
-from server.core.types import FinishReason, GenerationOutcome, TokenEvent
+from server.core.types import FinishReason, GenerationOutcome, Progress, TokenEvent
 from server.dialects.admission import on_model, submit
 from server.dialects.common import (
     ChatAnswer,
@@ -147,6 +147,9 @@ async def _bursts(
             continue
         burst: Burst[Item] = []
         for event in batch:
+            if isinstance(event, Progress):  # only there when the request asked for them
+                burst += wire.progress(event)
+                continue
             for item in reader.read(event):
                 burst += wire.ending(item.answer) if isinstance(item, ChatEnd) else wire.event(item)
         if burst:

@@ -1,9 +1,10 @@
 """How a dialect writes an answer: the base classes its formatter fills in.
 
 A `WireFormat` serves one request and says how its answer looks, whole or streamed: the
-opening, each chat event, the ending. The ending is one template for every dialect: a finished
-answer's end (`finished`), or, for a failed generation, the error in the dialect's own shape
-in-band (the headers are long sent) followed by what ends its stream (`after_failure`).
+opening, each chat event (and, when asked, how far the prompt is read), the ending. The ending
+is one template for every dialect: a finished answer's end (`finished`), or, for a failed
+generation, the error in the dialect's own shape in-band (the headers are long sent) followed
+by what ends its stream (`after_failure`).
 SSE and NDJSON framings are the two subclasses; `sse_json` (and `sse_typed`, named after its
 `type`) is the one way an event's JSON becomes an SSE event.
 """
@@ -20,6 +21,7 @@ from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
 from server.core.tool_stream import ChatStreamEvent
+from server.core.types import Progress
 from server.dialects.common import ChatAnswer, failed, failure_message
 from server.dialects.errors import Dialect, ErrorBody, ErrorKind, error_body
 from server.dialects.streaming import ndjson_response, sse_response
@@ -58,6 +60,11 @@ class WireFormat(ABC, Generic[Item]):
     @abstractmethod
     def event(self, item: ChatStreamEvent) -> Burst[Item]:
         """A piece of text or of a tool call."""
+
+    def progress(self, progress: Progress) -> Burst[Item]:
+        """How far the prompt is read, for a request that asked (llama-server's
+        `return_progress`); nothing in a dialect without such events."""
+        return []
 
     def ending(self, answer: ChatAnswer) -> Burst[Item]:
         """The end of a stream: the answer's end, or its failure in-band."""

@@ -29,7 +29,9 @@ from server.dialects.errors import (
 from server.dialects.kobold.admin import router as admin_router
 from server.dialects.kobold.embeddings import router as kobold_embeddings_router
 from server.dialects.kobold.routes import router as kobold_router
+from server.dialects.kobold.states import router as kobold_states_router
 from server.dialects.llama.routes import router as llama_router
+from server.dialects.llama.slot_routes import router as llama_slots_router
 from server.dialects.metrics import metrics_registry
 from server.dialects.metrics import router as metrics_router
 from server.dialects.model_choice import ModelChoice
@@ -143,11 +145,13 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     routers = (
         kobold_router,
         admin_router,
+        kobold_states_router,
         openai_router,
         anthropic_router,
         ollama_router,
         openai_llama_server_router,  # the OpenAI routes under llama-server's paths
         llama_router,
+        llama_slots_router,
         metrics_router,
         resumable_router,
         openai_embeddings_router,

@@ -131,7 +131,7 @@ def with_models(
     there and every model downloaded into the Hugging Face cache. `embedder`: a separate
     embeddings model (--embeddingsmodel), which then serves every embedding request."""
     from server.core.llama import LlamaCppEngine
-    from server.core.llama.engine import ModelCard
+    from server.core.llama.card import ModelCard
 
     catalog = ModelCatalog.scan(
         model_path,

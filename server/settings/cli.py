@@ -56,6 +56,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "privatecache": ("--privatecache",),
     "cachedir": ("--cachedir",),
     "cachedisk": ("--cachedisk",),
+    "slot_save_path": ("--slot-save-path",),  # llama-server's flag
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),
     "jinja_tools": ("--jinjatools", "--jinja_tools"),
@@ -79,6 +80,7 @@ _METAVARS = {
     "smartcache": "N",
     "cachedir": "DIR",
     "cachedisk": "MiB",
+    "slot_save_path": "DIR",
 }
 
 

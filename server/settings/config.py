@@ -191,6 +191,13 @@ class HearthSettings(BaseModel):
         description="Reuse a cached prompt only for requests with the same API key (or, "
         "without one, from the same host).",
     )
+    # llama-server's: where POST /slots/{id}?action=save|restore reads and writes; without
+    # it those actions are refused, as there.
+    slot_save_path: str | None = Field(
+        default=None,
+        description="Folder for llama-server's slot files (POST /slots/ID?action=save, "
+        "restore): a slot's processed prompt kept by name.",
+    )
     jinja: bool = Field(
         default=False,
         description="KoboldCpp compatibility: the model's own chat template is always used "

@@ -5,6 +5,7 @@ bundled model with two parallel slots, two streams at once, offscreen."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -99,6 +100,15 @@ def table_rows(table: RequestTable) -> list[dict[str, str]]:
     ]
 
 
+def cache_figures(view: RunView) -> tuple[int, int]:
+    """The prompts held and the hits, as the running view's prompt cache line shows them."""
+    shown = re.fullmatch(
+        r"Prompt cache: ([\d,]+) prompts? · .* · ([\d,]+) hits?, .*", view.prompt_cache.text()
+    )
+    assert shown, view.prompt_cache.text()
+    return int(shown[1].replace(",", "")), int(shown[2].replace(",", ""))
+
+
 @pytest.mark.model  # launches the real server
 def test_live_rows_and_plot_while_streams_run_and_a_row_aborts_only_its_request(
     qtbot: QtBot,
@@ -146,6 +156,12 @@ def test_live_rows_and_plot_while_streams_run_and_a_row_aborts_only_its_request(
     assert final["finish_reason"] == "length"  # the other one ran to its end
     qtbot.waitUntil(lambda: table.rowCount() == 0, timeout=10_000)
     assert view.plot.points[-1][1] == 0.0  # the line falls once nothing generates
+
+    # The story's prompt again: its slot keeps the prompt and drops the 200 tokens after it,
+    # which the prompt cache saves first (the cache is on by default).
+    answer = httpx.post(f"{base}/api/v1/generate", json={"prompt": "A story:", "max_length": 4})
+    assert answer.status_code == 200
+    qtbot.waitUntil(lambda: cache_figures(view) != (0, 0), timeout=10_000)
 
     with qtbot.waitSignal(window.server.exited, timeout=20_000):
         view.stop_button.click()

@@ -16,7 +16,7 @@ from typing import Any
 
 from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
-from server.core.prompt_cache import MIB, PromptCache
+from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EmbeddingsEvent,
@@ -43,6 +43,9 @@ class ScriptedEngine:
 
     `fail_after`: raise an EngineError after that many tokens, to exercise failure paths.
     `end_after`: behave as if the model produced its end-of-sequence token after that many.
+    `prompt_chunk`: read the prompt in decodes of that many tokens, each `prompt_seconds`
+    long, reporting Progress as LlamaCppEngine does (first before any is read); without it
+    the prompt takes no time and is reported once, read.
     """
 
     def __init__(
@@ -54,8 +57,12 @@ class ScriptedEngine:
         end_after: int | None = None,
         context_size: int = 4096,
         chat_template: ChatTemplate | None = None,
+        prompt_chunk: int | None = None,
+        prompt_seconds: float = 0.0,
     ) -> None:
         self._pieces = list(pieces)
+        self._prompt_chunk = prompt_chunk
+        self._prompt_seconds = prompt_seconds
         self._token_seconds = token_seconds
         self._fail_after = fail_after
         self._end_after = end_after
@@ -111,7 +118,10 @@ class ScriptedEngine:
             return
         started = time.perf_counter()
         prompt = self.count_prompt_tokens(request)
-        yield Progress(prompt, prompt, 0)  # the scripted prompt takes no time
+        if self._prompt_chunk is None:
+            yield Progress(prompt, prompt, 0)  # the scripted prompt takes no time
+        else:
+            yield from self._read_prompt(prompt, self._prompt_chunk, started, cancelled)
         pipeline = TokenTextPipeline(request.stop, request.trim_stop)
         finish = FinishReason.LENGTH
         stop_sequence: str | None = None
@@ -148,6 +158,17 @@ class ScriptedEngine:
             stop_sequence=stop_sequence,
             constrained=request.json_schema is not None,
         )
+
+    def _read_prompt(
+        self, prompt: int, chunk: int, started: float, cancelled: threading.Event
+    ) -> Iterator[Progress]:
+        """The prompt read `chunk` tokens per scripted decode (nothing cached): a report
+        before the first, then one after each; a cancelled request stops reading."""
+        done = 0
+        yield Progress(0, prompt, 0, 0, time.perf_counter() - started)
+        while done < prompt and not cancelled.wait(self._prompt_seconds):
+            done = min(done + chunk, prompt)
+            yield Progress(done, prompt, 0, 0, time.perf_counter() - started)
 
     def _embed(self, request: GenerationRequest) -> Iterator[EngineEvent]:
         counts: list[int] = []
@@ -188,6 +209,9 @@ class CachingScriptedEngine(ScriptedEngine):
     @property
     def prompt_cache(self) -> PromptCache:
         return self._prompt_cache
+
+    def prompt_cache_stats(self) -> PromptCacheStats:
+        return self._prompt_cache.stats()
 
 
 def scripted_embedding(item: EmbedInput) -> tuple[float, ...]:

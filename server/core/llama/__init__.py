@@ -3,7 +3,9 @@
 - `model.py`: loading a GGUF and its context, the tokenizer, fitting a prompt to a slot.
 - `slots.py`: the KV cache's sequences, prefix reuse and ContextShift.
 - `sampler.py`: each request's llama.cpp sampler chain (grammar, penalties, draw).
-- `engine.py`: `LlamaCppEngine`, batching every active request into one decode per step.
+- `engine.py`: `LlamaCppEngine`, batching every active request into one decode per step;
+  `card.py`: a model's tokenizer and checks for planning requests.
+- `slot_states.py`: a slot's state saved to a file or memory and restored on request.
 - `embedder.py`: embeddings, in a context of their own (several inputs per decode).
 - `batch.py`, `sequence.py`: one decode's llama_batch, and a request being generated.
 - `native.py`: the ctypes extras (persistent thread pool, with a start-up check of the

@@ -12,6 +12,15 @@ from server.core.llama.slots import PROMPT_BLOCK
 Added = list[tuple[Sequence, list[int]]]
 
 
+def block_size(batch_size: int) -> int:
+    """The aligned prompt block for a batch of `batch_size` rows: PROMPT_BLOCK, or in a small
+    batch the largest power of two that fits in half of it, so a block always has room beside
+    the generating sequences' tokens (a block larger than the room would wait forever)."""
+    if batch_size >= 2 * PROMPT_BLOCK:
+        return PROMPT_BLOCK
+    return 1 << max(0, (batch_size // 2).bit_length() - 1)
+
+
 class Batch:
     """One reusable llama_batch of `size` rows; `blocked`: prompts go in aligned blocks."""
 
@@ -19,6 +28,7 @@ class Batch:
         self.size = size
         self.batch = llama.llama_batch_init(size, 0, 1)
         self._blocked = blocked
+        self._block = block_size(size)
 
     def free(self) -> None:
         llama.llama_batch_free(self.batch)
@@ -61,7 +71,8 @@ class Batch:
             # not fit waits for the next step rather than being cut differently. A prompt read
             # on top of a cached prefix is cut differently anyway: its rest goes in as few
             # decodes as the room allows (a returning user's new line in one).
-            end = min((start // PROMPT_BLOCK + 1) * PROMPT_BLOCK, len(sequence.prompt))
+            block = self._block
+            end = min((start // block + 1) * block, len(sequence.prompt))
             if end - start > room:
                 return []
         return sequence.prompt[start:end]

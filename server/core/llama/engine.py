@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +24,20 @@ from server.core.chat import ChatTemplate
 from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
+from server.core.llama.card import ModelCard
 from server.core.llama.embedder import Embedder
-from server.core.llama.model import LoadedModel, Vocabulary
+from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
-    check_grammar,
-    grammar_shape_problem,
     sample_with_logprobs,
     schema_grammar,
 )
 from server.core.llama.sequence import Sequence
+from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
 from server.core.load_settings import LoadSettings
-from server.core.prompt_cache import MIB, PromptCache
+from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
 from server.core.state_store import StateStore
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
@@ -46,6 +47,8 @@ from server.core.types import (
     GenerationRequest,
     Progress,
     SamplingParams,
+    SlotAction,
+    SlotActionEvent,
     TokenEvent,
 )
 from server.devices.placement import Placement
@@ -64,7 +67,7 @@ class LlamaCppEngine:
         self._name = model_display_name(loaded.path)
         self.decode_counts = DecodeCounts()  # for /metrics (server/core/engine.CountsDecodes)
         self.prompt_cache = PromptCache(settings.cacheram_mib * MIB, settings.smartcache)
-        store = StateStore(self.prompt_cache, disk_states(loaded, settings))
+        self._store = store = StateStore(self.prompt_cache, disk_states(loaded, settings))
         self._slots = SlotCache(
             loaded.context,
             max(1, settings.parallelrequests),
@@ -72,6 +75,13 @@ class LlamaCppEngine:
             context_shift=not settings.noshift and loaded.can_shift,
             saved=store,
             private=settings.privatecache,
+        )
+        self._slot_states = SlotStates(
+            self._slots,
+            loaded.context,
+            loaded.n_vocab,
+            loaded.slot_context,
+            kobold_state_slots(settings.smartcache),
         )
         self._samplers = SamplerFactory(
             loaded.vocab, loaded.n_vocab, loaded.n_ctx, loaded.end_tokens
@@ -169,6 +179,22 @@ class LlamaCppEngine:
                     if isinstance(event, GenerationOutcome):
                         return
 
+    def slot_action(self, action: SlotAction, owner: str) -> SlotActionEvent:
+        """A slot's KV state saved, restored or erased (server/core/engine.KeepsSlots)."""
+        return self._slot_states.run(action, owner)
+
+    def slot_tokens(self) -> list[int]:
+        return [len(slot.cached) for slot in self._slots.slots]
+
+    def prompt_cache_stats(self) -> PromptCacheStats:
+        """The prompt cache in memory and on disk (server/core/engine.CachesPrompts)."""
+        stats, disk = self.prompt_cache.stats(), self._store.disk_stats()
+        if disk is None:
+            return stats
+        return replace(
+            stats, disk_states=disk.files, disk_bytes=disk.bytes, disk_max_bytes=disk.max_bytes
+        )
+
     def start_sequence(
         self,
         request: GenerationRequest,
@@ -211,6 +237,17 @@ class LlamaCppEngine:
         added, used = self._batch.fill(self._active)
         if used == 0:
             return events
+
+        def report(sequence: Sequence, done: int) -> tuple[object, EngineReport]:
+            seconds = time.perf_counter() - sequence.started
+            total, generated = len(sequence.prompt), sequence.generated
+            return sequence, Progress(done, total, generated, sequence.reused, seconds)
+
+        # A prompt's first decode: first say how much of it came from the cache, so that a
+        # client hears at once (llama-server's first `prompt_progress`).
+        for sequence, tokens in added:
+            if sequence.generated == 0 and sequence.decoded - len(tokens) == sequence.reused:
+                events.append(report(sequence, sequence.reused))
         status = llama.llama_decode(self._loaded.context, self._batch.batch)
         if status != 0:
             for sequence, _ in added:
@@ -221,15 +258,13 @@ class LlamaCppEngine:
         self.decode_counts.record(len(self._active))
         for sequence, tokens in added:
             sequence.slot.cached.extend(tokens)
+        sampled = len(events)
         for sequence in [s for s in self._active if s.logits_row >= 0]:
             self._sample(sequence, events)
         # After the decode: how far each sequence that took part has got (for a long prompt,
-        # one report per batch of it), unless it has just finished.
-        going = set(self._active)
-        for sequence, _ in added:
-            if sequence in going:
-                progress = Progress(sequence.decoded, len(sequence.prompt), sequence.generated)
-                events.append((sequence, progress))
+        # one report per batch of it). Put before what was sampled, so a prompt's last report
+        # comes before its first text and before the outcome of one that has just finished.
+        events[sampled:sampled] = [report(sequence, sequence.decoded) for sequence, _ in added]
         return events
 
     def close(self) -> None:
@@ -334,53 +369,3 @@ class LlamaCppEngine:
                     answer += event.text
         logger.info("Tool decision: %s", answer.strip() or "(nothing)")
         return answer.strip().lower().startswith("y")
-
-
-class ModelCard:
-    """A model's tokenizer, schema check and chat template, for planning requests: the
-    engine's own (over its LoadedModel), and with --modeldir one per listed model, loaded or
-    not (a vocab-only load, never freed while the server runs, so the event loop can use it
-    while the worker swaps engines)."""
-
-    def __init__(self, vocabulary: Vocabulary) -> None:
-        self.vocabulary = vocabulary
-
-    @classmethod
-    def load(cls, path: Path, context_size: int, slots: int) -> ModelCard:
-        vocabulary = Vocabulary.load_vocab_only(path)
-        vocabulary.slot_context = context_size // max(1, slots)  # as a loaded context's slot
-        return cls(vocabulary)
-
-    @property
-    def chat_template(self) -> ChatTemplate:
-        return self.vocabulary.chat_template
-
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        vocabulary = self.vocabulary
-        return vocabulary.tokenize(text, add_bos=vocabulary.add_bos, parse_special=special)
-
-    def detokenize(self, ids: list[int], special: bool = True) -> str:
-        return self.vocabulary.detokenize(ids, special)
-
-    def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(self.vocabulary.fit_to_context(request)[1])
-
-    def check_json_schema(self, schema: dict[str, Any]) -> None:
-        """ValueError unless llama.cpp accepts the grammar made from `schema`."""
-        try:
-            grammar = schema_grammar(schema)
-        except EngineError as exc:
-            raise ValueError(str(exc)) from None
-        if grammar is None or not check_grammar(self.vocabulary.vocab, grammar):
-            raise ValueError("llama.cpp rejected the grammar made from this JSON schema")
-
-    def check_grammar(self, grammar: str) -> None:
-        """ValueError unless llama.cpp parses `grammar` (GBNF with a `root` rule)."""
-        problem = grammar_shape_problem(grammar)
-        if problem is not None:
-            raise ValueError(f"this grammar is refused: {problem}")
-        if not check_grammar(self.vocabulary.vocab, grammar):
-            raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a root rule)")
-
-    def close(self) -> None:
-        self.vocabulary.free_vocabulary()

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 # llama-server's time to first token in bench/prompt_cache.py --parallel 4). Which other
 # sequences share a decode moves the last bits too, so a seed's text alone and batched is
 # close, not promised equal (tests compare logits there).
-PROMPT_BLOCK = 64
+PROMPT_BLOCK = 64  # smaller in a batch of under 128 rows (server/core/llama/batch.block_size)
 # ContextShift looks for the new prompt's first tokens after the kept head (this many must
 # match) and shifts only when at least _SHIFT_MIN_TOKENS line up; less is cheaper to redo.
 _SHIFT_PROBE = 8
@@ -68,6 +68,7 @@ class SlotCache:
         self._context = context
         self._memory = llama.llama_get_memory(context)
         self.slots = [Slot(seq_id) for seq_id in range(count)]
+        self.latest = self.slots[0]  # the slot a request was put in last
         self._reuse_prefix = reuse_prefix
         # KoboldCpp's ContextShift; parallel requests turn it off, as there.
         self.context_shift = context_shift and count == 1
@@ -95,6 +96,7 @@ class SlotCache:
         """Make the slot hold the longest reusable start of `prompt` it can (its own cache, or
         a saved state restored into it) for `owner`; return how many tokens it holds."""
         owner = owner if self._private else ""
+        self.latest = slot
         if slot.owner != owner:  # another's tokens: kept under their owner, never reused
             self._trim(slot, 0)
             slot.owner = owner
@@ -107,6 +109,16 @@ class SlotCache:
                 if shifted is not None:
                     return shifted
         return self._trim(slot, keep)
+
+    def empty(self, slot: Slot) -> None:
+        """Drop what the slot holds (kept in the prompt cache first, when worth it)."""
+        self._trim(slot, 0)
+
+    def hold(self, slot: Slot, tokens: list[int], owner: str = "") -> None:
+        """Record that the slot's KV cache now holds `tokens` (a state restored into it)."""
+        slot.cached = tokens
+        slot.owner = owner if self._private else ""
+        self.latest = slot
 
     def _reusable(self, cached: Sequence[int], prompt: list[int]) -> int:
         # Always re-decode the prompt's last token: its logits start the reply.

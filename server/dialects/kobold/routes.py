@@ -144,7 +144,7 @@ async def perf(
 def _prompt_cache(stats: PromptCacheStats | None) -> KoboldPromptCache | None:
     if stats is None:
         return None
-    return {
+    answer: KoboldPromptCache = {
         "states": stats.states,
         "bytes": stats.bytes,
         "max_bytes": stats.max_bytes,
@@ -153,6 +153,11 @@ def _prompt_cache(stats: PromptCacheStats | None) -> KoboldPromptCache | None:
         "restored_tokens": stats.restored_tokens,
         "evicted": stats.evicted,
     }
+    if stats.disk_max_bytes:
+        answer["disk_states"] = stats.disk_states
+        answer["disk_bytes"] = stats.disk_bytes
+        answer["disk_max_bytes"] = stats.disk_max_bytes
+    return answer
 
 
 def _per_token_ms(seconds: float, tokens: int) -> float:

@@ -6,7 +6,7 @@ does not implement); fields of the wrong type or out of range are a 422.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -159,6 +159,10 @@ class KoboldPromptCache(TypedDict):
     restored: int
     restored_tokens: int  # prompt tokens those restores did not have to read again
     evicted: int  # dropped for room, least recently used first
+    # With --cachedir only: what the folder holds for the loaded models, and its bound.
+    disk_states: NotRequired[int]
+    disk_bytes: NotRequired[int]
+    disk_max_bytes: NotRequired[int]
 
 
 class KoboldPerf(TypedDict):

@@ -93,5 +93,6 @@ def completion_plan(
         grammar=None if body.json_schema is not None else body.grammar,
         logprobs=body.n_probs if body.n_probs > 0 else None,
         post_sampling_probs=body.post_sampling_probs,
+        report_progress=body.stream and body.return_progress,
     )
     return text_plan(generation)

@@ -2,7 +2,8 @@
 
 Each stream event carries its text, the token ids that made it and, with `n_probs`, their
 probabilities; the last one has `stop: true` and the figures (`timings`, `stop_type`,
-`truncated`, ...). A failure after the stream began is an `{"error": ...}` event, as
+`truncated`, ...). With `return_progress`, events without text (`prompt_progress`) say how far
+the prompt is read first. A failure after the stream began is an `{"error": ...}` event, as
 llama-server sends it.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 
 from server.core.tool_stream import ChatStreamEvent, TextDelta
-from server.core.types import GenerationRequest, TokenChoice, TokenLogprob
+from server.core.types import GenerationRequest, Progress, TokenChoice, TokenLogprob
 from server.dialects.common import ChatAnswer
 from server.dialects.errors import Dialect
 from server.dialects.llama.schemas import CompletionRequest
@@ -22,11 +23,17 @@ from server.dialects.llama_extensions import (
     NativeChunk,
     NativeCompletion,
     ProbabilityEntry,
+    PromptProgress,
     TokenProbabilities,
     generation_settings,
     native_answer,
+    prompt_progress,
 )
 from server.dialects.wire import SSEFormat, sse_json
+
+
+class ProgressChunk(NativeChunk):
+    prompt_progress: PromptProgress
 
 
 def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:
@@ -128,6 +135,18 @@ class NativeCompletionWire(SSEFormat):
             chunk["completion_probabilities"] = probabilities(
                 item.logprobs, self._body.post_sampling_probs
             )
+        return [sse_json(chunk)]
+
+    def progress(self, progress: Progress) -> list[ServerSentEvent]:
+        chunk: ProgressChunk = {
+            "index": self._index,
+            "content": "",
+            "tokens": [],
+            "stop": False,
+            "id_slot": -1,
+            "tokens_predicted": self._predicted,
+            "prompt_progress": prompt_progress(progress),
+        }
         return [sse_json(chunk)]
 
     def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:

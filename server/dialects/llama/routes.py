@@ -1,5 +1,6 @@
-"""llama-server's native routes: `/completion`, `/health`, `/props`, `/slots`, `/tokenize` and
-`/detokenize`, with its field names. Errors use the OpenAI shape, as llama-server does.
+"""llama-server's native routes: `/completion`, `/health`, `/props`, `/tokenize` and
+`/detokenize`, with its field names (`/slots` is server/dialects/llama/slot_routes.py). Errors
+use the OpenAI shape, as llama-server does.
 
 llama-server also serves the OpenAI routes without `/v1` and `/apply-template` (an OpenAI chat
 body's prompt): the OpenAI package registers those (server/dialects/openai/routes.py), and
@@ -24,7 +25,6 @@ from server.dialects.llama.schemas import (
     Health,
     Props,
     SinglePrompt,
-    Slot,
     Tokenized,
     TokenizeRequest,
     TokenPiece,
@@ -123,15 +123,3 @@ def _plan(
     return adapter.completion_plan(
         body, prompt, new_id("cmpl-"), served.model.tokenizer, served.settings.defaultgenamt
     )
-
-
-@router.get("/slots", dependencies=[RequireKey])
-async def slots(scheduler: SchedulerDep, model: ModelInfoDep) -> list[Slot]:
-    """The parallel slots and which are generating now (read-only: llama-server's save,
-    restore and erase actions are not offered)."""
-    slot_count = scheduler.parallel_slots
-    running = scheduler.snapshot().running
-    return [
-        {"id": i, "n_ctx": model.context_size // slot_count, "is_processing": i < running}
-        for i in range(slot_count)
-    ]

@@ -100,11 +100,5 @@ class CompletionRequest(LlamaBase):
     return_tokens: bool = False
     response_fields: list[str] | None = None
     cache_prompt: bool = True  # Hearth always reuses a shared prefix
-
-
-class Slot(TypedDict):
-    """One entry of GET /slots (read-only)."""
-
-    id: int
-    n_ctx: int
-    is_processing: bool
+    # Streamed: chunks with `prompt_progress` while the prompt is read (ignored unstreamed).
+    return_progress: bool = False

@@ -58,6 +58,7 @@ def completion_plan(
         json_schema=body.json_schema,
         grammar=None if body.json_schema is not None else body.grammar,
         logprobs=body.logprobs,
+        report_progress=body.stream and body.return_progress,
     )
     return text_plan(generation)
 
@@ -192,7 +193,13 @@ def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenize
     )
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     grammar = body.grammar if plan.generation.json_schema is None else None
-    return replace(plan, generation=replace(plan.generation, grammar=grammar, logprobs=logprobs))
+    generation = replace(
+        plan.generation,
+        grammar=grammar,
+        logprobs=logprobs,
+        report_progress=body.stream and body.return_progress,
+    )
+    return replace(plan, generation=generation)
 
 
 # -- Responses -------------------------------------------------------------------------------

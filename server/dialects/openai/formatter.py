@@ -3,7 +3,8 @@
 Their streams are `data:` lines only (no `event:` names: older openai-python versions mangle
 named events) ending with `data: [DONE]`; a failure after the stream began is an OpenAI error
 body (openai-python raises APIError on it), then `[DONE]`. Several choices of one request
-(`n`) are written by a copy of the wire each. Responses are responses.py.
+(`n`) are written by a copy of the wire each. With llama-server's `return_progress`, chunks
+with `prompt_progress` come while the prompt is read. Responses are responses.py.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from sse_starlette import ServerSentEvent
 from server import __version__
 from server.core.chat import ToolCall
 from server.core.tool_stream import ChatStreamEvent, TextDelta, ToolArgumentsDelta, ToolCallStart
-from server.core.types import FinishReason, GenerationOutcome, TokenChoice, TokenLogprob
+from server.core.types import FinishReason, GenerationOutcome, Progress, TokenChoice, TokenLogprob
 from server.dialects.common import ChatAnswer, failed, failure_message
 from server.dialects.errors import Dialect
 from server.dialects.llama_extensions import (
     LlamaExtras,
     PredictedTimings,
     predicted_timings,
+    prompt_progress,
     timings,
 )
 from server.dialects.openai.schemas import (
@@ -266,6 +268,11 @@ class CompletionWire(_OpenAIStream):
             return [sse_json(chunk)]
         return []  # a plain completion has no tool calls
 
+    def progress(self, progress: Progress) -> list[ServerSentEvent]:
+        chunk = self._object("", None)
+        chunk["prompt_progress"] = prompt_progress(progress)
+        return [sse_json(chunk)]
+
     def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
         last = self._object("", None)
         last["choices"], last["usage"], last["timings"] = [], usage(outcome), timings(outcome)
@@ -362,6 +369,12 @@ class ChatWire(_OpenAIStream):
                 more: ToolCallDelta = {"index": index, "function": {"arguments": fragment}}
                 return [sse_json(self._chunk({"tool_calls": [more]}))]
         return []  # ToolCallDone: the client has the whole call already
+
+    def progress(self, progress: Progress) -> list[ServerSentEvent]:
+        # llama-server's shape: an empty delta (the role's), the figures beside the choices.
+        chunk = self._chunk({"role": "assistant", "content": None})
+        chunk["prompt_progress"] = prompt_progress(progress)
+        return [sse_json(chunk)]
 
     def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
         last = self._chunk({})

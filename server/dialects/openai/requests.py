@@ -65,6 +65,8 @@ class OpenAISamplingFields(OpenAIBase):
     # native answer as `__verbose` (the rendered prompt included).
     timings_per_token: bool = False
     verbose: bool = False
+    # llama-server extra: streamed, chunks with `prompt_progress` while the prompt is read.
+    return_progress: bool = False
 
     @property
     def include_usage(self) -> bool:

@@ -2,7 +2,7 @@
 list, and Responses (and its stream events), as formatter.py and responses.py write them.
 
 llama-server's additions (`timings`, `__verbose`) are its own shapes
-(server/dialects/llama_extensions.py).
+(server/dialects/llama_extensions.py); `prompt_progress` (`return_progress`) is here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from server.dialects.llama_extensions import NativeCompletion, PredictedTimings, Timings
+from server.dialects.llama_extensions import (
+    NativeCompletion,
+    PredictedTimings,
+    PromptProgress,
+    Timings,
+)
 
 
 class CachedTokens(TypedDict):
@@ -57,6 +62,7 @@ class Completion(VerboseAnswer):
     choices: list[CompletionChoice]
     usage: NotRequired[OpenAIUsage]
     timings: NotRequired[Timings | PredictedTimings]  # llama-server's figures
+    prompt_progress: NotRequired[PromptProgress]  # llama-server's, streamed when asked
 
 
 class FunctionOut(TypedDict):
@@ -148,6 +154,7 @@ class ChatCompletionChunk(VerboseAnswer):
     choices: list[ChunkChoice]
     usage: NotRequired[OpenAIUsage]
     timings: NotRequired[Timings | PredictedTimings]  # llama-server's figures
+    prompt_progress: NotRequired[PromptProgress]  # llama-server's, streamed when asked
 
 
 class InputTokens(TypedDict):

@@ -198,3 +198,21 @@ def test_grammar_request_waits_for_the_batch_and_runs_alone(batched: RunningServ
     batch_done = next(i for i, text in enumerate(printed) if "generated 120 tokens" in text)
     alone = next(i for i, text in enumerate(printed) if "Batching disabled due to" in text)
     assert batch_done < alone
+
+
+def test_a_small_batch_reads_long_prompts_beside_a_generating_one(
+    start_hearth: StartHearth,
+) -> None:
+    """--batchsize below the aligned prompt block (64) once left a long prompt waiting for
+    room it never had: the request hung. Both prompts are read and answered, one of them while
+    the other generates."""
+    server = start_hearth(["--parallelrequests", "2", "--batchsize", "32"])
+    prompt = "".join(f"Line {number} of a long prompt.\n" for number in range(30))
+    bodies = [
+        {"prompt": prompt, "n_predict": 24, "temperature": 0},
+        {"prompt": "Another " + prompt, "n_predict": 4, "temperature": 0},
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(partial(native, server), bodies))
+    for answer in answers:
+        assert answer["timings"]["prompt_n"] > 64 and answer["tokens_predicted"] > 0

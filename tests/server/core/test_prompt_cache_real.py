@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from server.base.defaults import DEFAULT_CACHE_DISK_MIB
 from tests.support.logits import assert_agree, native
 from tests.support.model_folder import OTHER, SERVED
 from tests.support.servers import RunningServer, stop_process
@@ -132,7 +133,7 @@ def test_a_private_cache_serves_a_prompt_only_to_its_owner(start_hearth: StartHe
 def test_cachedir_keeps_conversations_warm_across_a_restart_and_skips_a_damaged_file(
     start_hearth: StartHearth, tmp_path: Path
 ) -> None:
-    flags = ["--contextsize", "2048", "--cachedir", str(tmp_path)]
+    flags = ["--contextsize", "2048", "--cachedir", str(tmp_path), "--metrics"]
     first = start_hearth(flags)
     turn(first, opening("A"))
     turn(first, opening("B"))  # A is saved as B takes the slot; B as the server stops
@@ -153,6 +154,12 @@ def test_cachedir_keeps_conversations_warm_across_a_restart_and_skips_a_damaged_
     assert "damaged" in line and "checksum" in line
     assert sum(damaged_file.name in printed for printed in again.output) == 1  # one line
     assert not damaged_file.exists()
+    # What the folder holds shows in perf and /metrics (the launcher's running view reads perf).
+    cache = perf(again)["prompt_cache"]
+    assert cache["disk_states"] >= 1 and cache["disk_bytes"] > 0
+    assert cache["disk_max_bytes"] == DEFAULT_CACHE_DISK_MIB << 20
+    metrics = httpx.get(f"{again.base_url}/metrics").text
+    assert "\nhearth_prompt_cache_disk_bytes " in metrics
     stop_process(again)
 
 
