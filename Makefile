@@ -49,6 +49,7 @@ typecheck: install
 	$(BIN)/mypy
 
 test: lint typecheck
+	$(BIN)/python -m tests.support.instruct_model
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
 # The inner loop: every test that runs no real model (under a minute on 2 cores).

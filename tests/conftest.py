@@ -17,6 +17,7 @@ import pytest
 from server.core.engine import Engine
 from server.models.files import resolve_model_path
 from server.settings.config import HearthSettings
+from tests.support import instruct_model
 from tests.support.gguf_rename import renamed_copy
 from tests.support.hub_server import STORY_FILE, STORY_NAME, LocalHub, serve_hub
 from tests.support.servers import RunningServer, serve_in_thread, start_subprocess, stop_process
@@ -54,6 +55,14 @@ def start_hearth() -> Iterator[Callable[..., RunningServer]]:
     yield start
     for server in started:
         stop_process(server)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's GGUF (a ChatML template of its own), from its registry package
+    (tests/support/instruct_model.py). Start a server on it with `start_hearth(["--model",
+    str(smollm2), ...])`."""
+    return instruct_model.smollm2()
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,15 @@ class ToolCallDone:
     call: ToolCall
 
 
-ChatStreamEvent = TextDelta | ToolCallStart | ToolArgumentsDelta | ToolCallDone
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's thought (`<think>…</think>`, harmony's analysis channel), split
+    from the answer: each dialect sends it its own way (reasoning_content, a thinking block)."""
+
+    text: str
+
+
+ChatStreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolArgumentsDelta | ToolCallDone
 
 
 def new_call_id() -> str:
