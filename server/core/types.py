@@ -114,6 +114,12 @@ class GenerationRequest:
     # Whose prompt this is, for --privatecache: the key the client presented, else its host
     # (a digest, never the key itself). Cached prompts are restored only for the same owner.
     cache_owner: str = ""
+    # A thinking model's thought (server/core/reasoning.py): `thinking_open` when the prompt
+    # ends inside one (the template opened it), its tags, and the tokens it may take before
+    # the engine writes the end tag itself and the model answers (None: no limit).
+    thinking_open: bool = False
+    thinking_tags: tuple[str, str] = ("<think>", "</think>")
+    reasoning_budget: int | None = None
     # Hand the consumer `Progress` events while the prompt is read (llama-server's
     # `return_progress`): the stream shows "reading the prompt: 62 %" instead of silence.
     report_progress: bool = False

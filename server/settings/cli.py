@@ -60,6 +60,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),
     "jinja_tools": ("--jinjatools", "--jinja_tools"),
+    "reasoning_format": ("--reasoning-format",),  # llama-server's flag
+    "reasoning_budget": ("--reasoning-budget",),  # llama-server's flag
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -81,6 +83,8 @@ _METAVARS = {
     "cachedir": "DIR",
     "cachedisk": "MiB",
     "slot_save_path": "DIR",
+    "reasoning_format": "none|deepseek|auto",
+    "reasoning_budget": "N",
 }
 
 

@@ -8,7 +8,7 @@ module without pulling in the engine.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -206,6 +206,21 @@ class HearthSettings(BaseModel):
     jinja_tools: bool = Field(
         default=False,
         description="Tool calls in the model's own format, streamed live when recognized.",
+    )
+    # llama-server's --reasoning-format: how a thinking model's thought is told from its
+    # answer (docs/MODELS.md); requests may say otherwise (`reasoning_format`).
+    reasoning_format: Literal["none", "deepseek", "auto"] = Field(
+        default="auto",
+        description="Split a thinking model's thought from its answer: auto or deepseek "
+        "(<think> tags, harmony channels), none (leave it in the text).",
+    )
+    # llama-server's --reasoning-budget: -1 unrestricted, 0 no thinking.
+    reasoning_budget: int = Field(
+        default=-1,
+        ge=-1,
+        le=1 << 20,
+        description="Tokens a thought may take before the server closes it and the model "
+        "answers (-1: no limit, 0: no thinking).",
     )
     launch: bool = Field(
         default=False, description="The launcher opens the server's page once it is ready."
