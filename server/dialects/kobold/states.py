@@ -51,18 +51,14 @@ async def check_state(
 async def save_state(
     request: Request, settings: SettingsDep, scheduler: SchedulerDep, model: ModelInfoDep
 ) -> JSONResponse:
-    body = await parse_json_body(request, KoboldStateRequest, KOBOLD, optional=True)
-    done = await _act(request, settings, scheduler, model, SlotActionKind.SAVE, body.slot)
-    return _success(done)
+    return await _numbered(request, settings, scheduler, model, SlotActionKind.SAVE)
 
 
 @router.post("/api/admin/load_state", openapi_extra=json_body(KoboldStateRequest))
 async def load_state(
     request: Request, settings: SettingsDep, scheduler: SchedulerDep, model: ModelInfoDep
 ) -> JSONResponse:
-    body = await parse_json_body(request, KoboldStateRequest, KOBOLD, optional=True)
-    done = await _act(request, settings, scheduler, model, SlotActionKind.RESTORE, body.slot)
-    return _success(done)
+    return await _numbered(request, settings, scheduler, model, SlotActionKind.RESTORE)
 
 
 @router.post("/api/admin/clear_state")
@@ -72,6 +68,18 @@ async def clear_state(
     """Every save state dropped (their memory freed)."""
     await _act(request, settings, scheduler, model, SlotActionKind.ERASE, -1)
     return JSONResponse({"success": True})
+
+
+async def _numbered(
+    request: Request,
+    settings: HearthSettings,
+    scheduler: SchedulerDep,
+    model: ModelInfoDep,
+    kind: SlotActionKind,
+) -> JSONResponse:
+    """save_state or load_state: the body names the save state."""
+    body = await parse_json_body(request, KoboldStateRequest, KOBOLD, optional=True)
+    return _success(await _act(request, settings, scheduler, model, kind, body.slot))
 
 
 async def _act(

@@ -92,21 +92,23 @@ async def slot_action(
     done = await run_slot_action(served.scheduler, served.model, action, OPENAI)
     milliseconds = done.seconds * 1000
     if kind is SlotActionKind.SAVE:
-        return {
+        saved: SlotSaved = {
             "id_slot": slot,
             "filename": body.filename,
             "n_saved": done.tokens,
             "n_written": done.size,
             "timings": {"save_ms": milliseconds},
         }
+        return saved
     if kind is SlotActionKind.RESTORE:
-        return {
+        restored: SlotRestored = {
             "id_slot": slot,
             "filename": body.filename,
             "n_restored": done.tokens,
             "n_read": done.size,
             "timings": {"restore_ms": milliseconds},
         }
+        return restored
     return {"id_slot": slot, "n_erased": done.tokens}
 
 
