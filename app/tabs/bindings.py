@@ -8,11 +8,11 @@ and the tooltip (the field's description, followed by what only the launcher nee
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Generic, TypeVar, get_args
 
-from PySide6.QtWidgets import QCheckBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
 from app.tabs.fields import file_picker, folder_picker, line_edit, spin_box
 from server.settings.config import HearthSettings
@@ -142,3 +142,26 @@ class Check(Binding[QCheckBox]):
 
     def read(self, editor: QCheckBox) -> bool:
         return editor.isChecked() != self.inverted
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice(Binding[QComboBox]):
+    """One of the values the settings model allows (its field's Literal), in its order; a
+    value may show under a caption of the launcher's own (`captions`)."""
+
+    captions: Mapping[str, str] = field(default_factory=dict)
+
+    def choices(self) -> tuple[str, ...]:
+        return get_args(HearthSettings.model_fields[self.key].annotation)
+
+    def create(self) -> QComboBox:
+        box = QComboBox()
+        for value in self.choices():
+            box.addItem(self.captions.get(value, value), value)
+        return box
+
+    def load(self, editor: QComboBox, value: Any) -> None:
+        editor.setCurrentIndex(max(editor.findData(value), 0))
+
+    def read(self, editor: QComboBox) -> str:
+        return str(editor.currentData())

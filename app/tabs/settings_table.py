@@ -5,13 +5,15 @@ app.tabs.settings_tabs. A setting shown on two tabs (as in KoboldCpp) is one bin
 
 Only settings the server honours appear. There is no "Use Jinja" box: Hearth always uses the
 model's own chat template when the GGUF has one (KoboldCpp's --jinja is implied), and the
-`jinja` key of a .kcpps file is kept as it was.
+`jinja` key of a .kcpps file is kept as it was. A template of the user's own is a file (Jinja
+Template, beside the model files as KoboldCpp's Loaded Files tab has it); llama-server's
+`--chat-template NAME|TEXT` has no field, and a .kcpps file's value is kept.
 """
 
 from __future__ import annotations
 
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.bindings import Check, File, Folder, Number, Text
+from app.tabs.bindings import Check, Choice, File, Folder, Number, Text
 from server.base.defaults import DEFAULT_BATCH
 
 # -- shown on two tabs ----------------------------------------------------------------------
@@ -58,6 +60,15 @@ EMBEDDINGS_MODEL = File(
     more="Used by /v1/embeddings, /api/embed and /api/extra/embeddings (KoboldCpp's "
     "--embeddingsmodel); nomic-embed or bge, for example. The text model is slow for long "
     "inputs when its vocabulary is large.",
+)
+JINJA_TEMPLATE = File(
+    "jinjatemplate",
+    "Jinja Template:",
+    placeholder="none: the model's own chat template",
+    title="Choose a Jinja chat template",
+    file_filter="Jinja templates (*.jinja *.j2 *.txt);;All files (*)",
+    more="KoboldCpp's Jinja Template, llama-server's --chat-template-file: for a model whose "
+    "own template is missing or wrong. The server says which template it uses when it starts.",
 )
 THREADS = Number(
     "threads",
@@ -182,8 +193,43 @@ SLOT_SAVE_PATH = Folder(
 JINJA_TOOLS = Check(
     "jinja_tools",
     "Jinja for Tools",
-    more="Hearth knows <tool_call> tags. The model's own chat template is always used when it "
-    "has one, so there is no separate Use Jinja box.",
+    more="On by default: tools go to the model's own template and its calls are read as "
+    "written (Hermes/Qwen, Llama 3.x, Mistral, Qwen3-Coder, gpt-oss). The model's own chat "
+    "template is always used when it has one, so there is no separate Use Jinja box.",
+)
+
+JINJA_THINK = Choice(
+    "jinjathink",
+    "Jinja Thinking:",
+    more="For templates that can switch thinking on and off (Qwen3, for example); a request "
+    "may still ask otherwise.",
+)
+THINK_EFFORT = Choice(
+    "reasoningeffort",
+    "Think Effort:",
+    more="For templates that read it (gpt-oss, for example).",
+)
+JINJA_KWARGS = Text(
+    "jinja_kwargs",
+    "Jinja Kwargs:",
+    placeholder='none, or e.g. {"enable_thinking": false}',
+    # The description's example has braces, which a tooltip here never shows.
+    tooltip_text="Extra variables for the chat template, as a JSON object (the placeholder "
+    "shows one); llama-server's --chat-template-kwargs. Jinja Thinking and Think Effort, when "
+    "not default, win over the same names here, and a request's chat_template_kwargs over all.",
+)
+REASONING_FORMAT = Choice(
+    "reasoning_format",
+    "Reasoning Format:",
+    more="llama-server's --reasoning-format; chat APIs send the thought apart from the answer "
+    "(reasoning_content, thinking blocks).",
+)
+REASONING_BUDGET = Number(
+    "reasoning_budget",
+    "Reasoning Budget:",
+    step=256,
+    special="No limit",
+    more="llama-server's --reasoning-budget. The server writes the end of the thought itself.",
 )
 
 # -- Admin ------------------------------------------------------------------------------------

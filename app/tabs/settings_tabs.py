@@ -48,6 +48,7 @@ class QuickLaunchTab(SettingsForm):
         self.max_loaded = self.add(table.MAX_LOADED)
         self.default_model = self.add(table.DEFAULT_MODEL)
         self.embeddings_model = self.add(table.EMBEDDINGS_MODEL)
+        self.jinja_template = self.add(table.JINJA_TEMPLATE)
         self.context_size = self.add(table.CONTEXT_SIZE)
         self.threads = self.add(table.THREADS)
         self.gpu = GpuFields(backends, self)
@@ -154,6 +155,11 @@ class ContextTab(SettingsForm):
         self.private_cache = self.add(table.PRIVATE_CACHE)
         self.slot_save_path = self.add(table.SLOT_SAVE_PATH)
         self.jinja_tools = self.add(table.JINJA_TOOLS)
+        self.jinja_think = self.add(table.JINJA_THINK)
+        self.think_effort = self.add(table.THINK_EFFORT)
+        self.jinja_kwargs = self.add(table.JINJA_KWARGS)
+        self.reasoning_format = self.add(table.REASONING_FORMAT)
+        self.reasoning_budget = self.add(table.REASONING_BUDGET)
         # The cache is filled from reused prefixes, so it needs FastForwarding, and the slot
         # count bounds a cache that is on; the values are kept (and saved) either way.
         self.fast_forward.toggled.connect(self._prompt_cache_changed)

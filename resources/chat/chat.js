@@ -6,7 +6,7 @@
 
 const STORE = "hearth.chat.v2", OLD_STORE = "hearth.chat.v1", STORY_STORE = "hearth.story.v1";
 const KEY_STORE = "hearth.password", MODEL_STORE = "hearth.model", MODE_STORE = "hearth.mode";
-const POLL_STORE = "hearth.poll";
+const POLL_STORE = "hearth.poll", THINK_STORE = "hearth.think";
 const UNDO_DEPTH = 20;  // story texts kept for Undo/Retry: each is a whole copy of the story
 // A dropped stream is fetched again this many times, waiting longer each time (the server
 // keeps it for --resumegrace seconds, 30 by default).
@@ -145,13 +145,17 @@ function titleFrom(list) {
   const text = first ? first.content.replace(/\s+/g, " ").trim() : "";
   return text ? (text.length > 40 ? text.slice(0, 40) + "…" : text) : "New chat";
 }
-// A list of {role, content} with known roles and string content, or null.
+// A list of {role, content} with known roles and string content (and an assistant turn's
+// `reasoning`, the model's thought, when it has one), or null.
 function validMessages(list) {
   if (!Array.isArray(list)) return null;
   const roles = ["system", "user", "assistant"];
   const good = list.every((m) => m && typeof m === "object" && roles.includes(m.role)
     && typeof m.content === "string");
-  return good ? list.map((m) => ({role: m.role, content: m.content})) : null;
+  if (!good) return null;
+  return list.map((m) => (typeof m.reasoning === "string" && m.reasoning
+    ? {role: m.role, content: m.content, reasoning: m.reasoning}
+    : {role: m.role, content: m.content}));
 }
 
 function renderList() {
@@ -277,14 +281,15 @@ function setStatus(text) { $("status").textContent = text; }
 
 function render() {
   $("log").replaceChildren();
-  messages().forEach((m, index) => addTurn(m.role, m.content, index));
+  messages().forEach((m, index) => addTurn(m.role, m.content, index, m.reasoning));
 }
-function addTurn(role, text, index) {
+function addTurn(role, text, index, reasoning) {
   const div = document.createElement("div");
   div.className = "turn " + role;
   const body = document.createElement("div");
   body.className = "body";
   div.appendChild(body);
+  if (reasoning) showThought(div, reasoning, false);
   showText(body, role, text);
   if (role === "user") {
     const tools = document.createElement("span");
@@ -300,6 +305,23 @@ function addTurn(role, text, index) {
 function showText(body, role, text) {
   if (role === "assistant") body.replaceChildren(renderMarkdown(text));
   else body.textContent = text;
+}
+// A thinking model's thought: a folded block above the answer, written into as it streams
+// (`live`: still thinking). Shown as plain text: a thought is a draft, not a document.
+function showThought(turn, text, live) {
+  let block = turn.querySelector("details.thought");
+  if (!block) {
+    block = document.createElement("details");
+    block.className = "thought";
+    const summary = document.createElement("summary");
+    const body = document.createElement("div");
+    body.className = "thought-body";
+    block.append(summary, body);
+    turn.insertBefore(block, turn.querySelector(".body"));
+  }
+  block.querySelector("summary").textContent = live ? "Thinking…" : "Thought";
+  block.dataset.live = String(live);
+  block.querySelector(".thought-body").textContent = text;
 }
 function notice(text) {
   const div = document.createElement("div");
@@ -506,12 +528,21 @@ function showContext(used) {
 
 function chatBody(stream, genkey, continuing) {
   const system = $("system").value.trim();
-  const history = system ? [{role: "system", content: system}, ...messages()] : messages();
+  // Earlier thoughts go back as llama-server's reasoning_content: the template decides
+  // whether the model sees them.
+  const turns = messages().map((m) => (m.reasoning
+    ? {role: m.role, content: m.content, reasoning_content: m.reasoning}
+    : {role: m.role, content: m.content}));
+  const history = system ? [{role: "system", content: system}, ...turns] : turns;
   const body = {model: chosenModel(), messages: history, stream, genkey,
     max_tokens: Number($("max-tokens").value) || 200,
     temperature: Number($("temperature").value)};
   // Hearth carries a final assistant message on (prefill) when asked: the reply grows.
   if (continuing) body.continue_final_message = true;
+  // The Think toggle, for a model that thinks: on leaves it to the server and the template;
+  // off asks for no thought at all (the template is told so, and a thought the model opens
+  // anyway is closed at once: a budget of 0).
+  if (!$("think-toggle").hidden && !$("think").checked) body.reasoning_effort = "none";
   return body;
 }
 
@@ -527,12 +558,13 @@ async function openStream(path, body, controller, holder) {
 }
 
 // `onProgress` hears llama-server's `prompt_progress` ({total, cache, processed, time_ms}) while
-// the prompt is read.
-async function streamReply(onText, meter, genkey, controller, continuing, turn, onProgress) {
+// the prompt is read; `onThought` the thought so far (`reasoning_content`), as it streams.
+async function streamReply(onText, meter, genkey, controller, continuing, turn, onProgress,
+  onThought) {
   const {response, headersAfter} = await openStream("/v1/chat/completions",
     {...chatBody(true, genkey, continuing), return_progress: true,
       stream_options: {include_usage: true, resumable: true}}, controller, turn);
-  let text = "", usage = null, timings = null;
+  let text = "", reasoning = "", usage = null, timings = null;
   const events = [];
   const isEnd = (event) => event.data === "[DONE]";
   for await (const event of resumableEvents(response, controller, isEnd)) {
@@ -544,17 +576,24 @@ async function streamReply(onText, meter, genkey, controller, continuing, turn, 
     if (chunk.timings) timings = chunk.timings;
     if (chunk.prompt_progress) onProgress(chunk.prompt_progress);
     const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+    if (delta && delta.reasoning_content) {
+      reasoning += delta.reasoning_content;
+      meter.tick();
+      onThought(reasoning);
+    }
     if (delta && delta.content) { text += delta.content; meter.tick(); onText(text); }
   }
   if (lumpedStream(events, headersAfter, timings)) switchToPolling();
-  return {text, usage};
+  return {text, reasoning, usage};
 }
 
 async function pollReply(onText, meter, genkey, controller, continuing) {
   const finished = fetch("/v1/chat/completions", {method: "POST", headers: headers(),
     body: JSON.stringify(chatBody(false, genkey, continuing)), signal: controller.signal});
   const body = await pollUntilDone(finished, genkey, controller, onText);
-  return {text: body.choices[0].message.content || "", usage: body.usage};
+  const message = body.choices[0].message;
+  return {text: message.content || "", reasoning: message.reasoning_content || "",
+    usage: body.usage};
 }
 // Waits for a non-streamed request's answer (its JSON), showing the text so far meanwhile:
 // /api/extra/generate/check by its genkey, every 300 ms.
@@ -594,16 +633,22 @@ async function generate(continuing = false) {
   setStatus("Generating…");
   const list = messages();
   const base = continuing ? list[list.length - 1].content : "";
+  const baseThought = continuing ? list[list.length - 1].reasoning || "" : "";
   const turns = $("log").querySelectorAll(".turn.assistant");
   const turn = continuing && turns.length ? turns[turns.length - 1] : addTurn("assistant", "");
   const body = turn.querySelector(".body");
-  let shown = base;
+  let shown = base, thought = baseThought;
   const onText = (text) => { shown = base + text; showText(body, "assistant", shown); };
+  const onThought = (text) => {
+    thought = baseThought + text;
+    if (reading) { reading.remove(); reading = null; }  // the model is past the prompt
+    showThought(turn, thought, true);
+  };
   // While the server reads a long conversation, how far it has got instead of a silent wait;
   // the reply's first text replaces it (showText renders the body afresh).
   let reading = null;
   const onProgress = (progress) => {
-    if (shown !== base || !(progress.total > 0)) return;
+    if (shown !== base || thought !== baseThought || !(progress.total > 0)) return;
     if (!reading) {
       reading = document.createElement("p");
       reading.className = "reading";
@@ -615,13 +660,15 @@ async function generate(continuing = false) {
   const meter = speedMeter();
   try {
     const read = $("poll").checked ? pollReply : streamReply;
-    const reply = await read(onText, meter, genkey, controller, continuing, turn, onProgress);
-    keepReply(continuing, base + reply.text);
+    const reply = await read(onText, meter, genkey, controller, continuing, turn, onProgress,
+      onThought);
+    thought = baseThought + reply.reasoning;
+    keepReply(continuing, base + reply.text, thought);
     onText(reply.text);
     setStatus(meter.final(reply.usage ? reply.usage.completion_tokens : 0));
     if (reply.usage) showContext(reply.usage.prompt_tokens + reply.usage.completion_tokens);
   } catch (error) {
-    if (shown !== base) keepReply(continuing, shown);
+    if (shown !== base || thought !== baseThought) keepReply(continuing, shown, thought);
     if (controller.signal.aborted) setStatus("Stopped.");
     else {
       notice(error instanceof TypeError ? "The server cannot be reached." : error.message);
@@ -629,13 +676,16 @@ async function generate(continuing = false) {
     }
   } finally {
     if (reading) reading.remove();  // a reply that failed before its first text
+    if (thought) showThought(turn, thought, false);
     setRunning(null);
   }
 }
-function keepReply(continuing, text) {
+function keepReply(continuing, text, reasoning) {
   const list = messages();
-  if (continuing) list[list.length - 1].content = text;
-  else list.push({role: "assistant", content: text});
+  const reply = continuing ? list[list.length - 1] : {role: "assistant", content: ""};
+  reply.content = text;
+  if (reasoning) reply.reasoning = reasoning;
+  if (!continuing) list.push(reply);
   touch();
 }
 
@@ -861,6 +911,14 @@ async function servingModel() {
   }
 }
 function chosenModel() { return $("model").value || undefined; }
+// The Think toggle shows for a model whose chat template thinks (/props' `thinking`); its
+// setting is remembered (on unless turned off).
+async function loadThinking() {
+  let thinks = false;
+  try { thinks = (await getJson("/props")).thinking === true; } catch (_) { /* no toggle */ }
+  $("think-toggle").hidden = !thinks;
+  $("think").checked = localStorage.getItem(THINK_STORE) !== "0";
+}
 async function loadContextSize() {
   try {
     const body = await getJson("/api/extra/true_max_context_length");
@@ -946,6 +1004,7 @@ $("main").addEventListener("click", (event) => {
 });
 $("memory").oninput = () => { story.memory = $("memory").value; saveStory(); };
 $("poll").onchange = () => localStorage.setItem(POLL_STORE, $("poll").checked ? "1" : "0");
+$("think").onchange = () => localStorage.setItem(THINK_STORE, $("think").checked ? "1" : "0");
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
   chooseMode();  // the mode stays; only the line saying why is for the new model
@@ -960,6 +1019,6 @@ renderList();
 render();
 storyButtons();
 // Ready once the models are known and the mode is chosen (the tests wait for this too).
-Promise.all([loadModels(), loadContextSize()]).then(chooseMode).finally(() => {
+Promise.all([loadModels(), loadContextSize(), loadThinking()]).then(chooseMode).finally(() => {
   document.body.dataset.ready = "true";
 });

@@ -1,9 +1,13 @@
 """Chat conversations as the core sees them, and turning them into one prompt string.
 
 Every chat dialect (OpenAI chat and Responses, Anthropic Messages, Ollama chat) converts its
-messages into these dataclasses; `ChatTemplate` renders them. The model's own Jinja template
-(GGUF `tokenizer.chat_template`) is used when the file has one; otherwise a built-in template
-for the model's architecture. The bundled Gemma 3 270M has none, so it gets Gemma's turn format.
+messages into these dataclasses; `ChatTemplate` renders them. The template the user chose
+(--chat-template-file, --chat-template) is used when there is one, else the model's own Jinja
+template (GGUF `tokenizer.chat_template`) when the file has one; otherwise a built-in turn
+format for the model's architecture. The bundled Gemma 3 270M has none, so it gets Gemma's.
+Jinja templates receive the server's template variables (--chat-template-kwargs, --jinjathink,
+--reasoningeffort) and a request's own (`with_kwargs`); server/core/template_jinja.py compiles
+and renders them.
 
 Tool calls without a model-specific format work the KoboldCpp way: the tools are described in
 the system text, and the reply is constrained by a JSON schema to one valid call
@@ -12,16 +16,20 @@ the system text, and the reply is constrained by a JSON schema to one valid call
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
+
+# ChatTemplateError lives with the Jinja it is mostly about; it is imported from here too.
+from server.core.template_jinja import ChatTemplateError as ChatTemplateError
+from server.core.template_jinja import compile_template, render_template
+from server.core.tool_formats import ToolFormat, detect_tool_format, format_tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +57,9 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # the tool's name on a tool result
-
-
-class ChatTemplateError(ValueError):
-    """The conversation cannot be rendered (bad roles, or the model's template refused it)."""
+    # An assistant turn's thought, given back by the client (OpenAI's reasoning_content,
+    # Anthropic's thinking blocks, Ollama's thinking): templates that take it show it.
+    reasoning: str = ""
 
 
 class PromptEnd(enum.Enum):
@@ -70,9 +77,6 @@ class RenderedChat:
     stop: tuple[str, ...]  # end-of-turn markers: generation must stop there
 
 
-# Tool-call formats Hearth parses live (Hermes / Qwen style): the JSON object between the tags.
-_KNOWN_TOOL_CALL_TAGS = (("<tool_call>", "</tool_call>"),)
-
 TOOL_DECISION_QUESTION = (
     "Before answering: does the last request need one of the tools listed above? "
     "Reply with yes or no only."
@@ -80,7 +84,10 @@ TOOL_DECISION_QUESTION = (
 
 
 class ChatTemplate:
-    """Renders conversations for one model: its own Jinja template or a built-in one."""
+    """Renders conversations for one model: a Jinja template (the user's choice or the model's
+    own) or a built-in turn format. `origin` says where the Jinja came from (the console and
+    /props say it); `kwargs` are the variables every render receives. A template that does not
+    compile raises ChatTemplateError here."""
 
     def __init__(
         self,
@@ -88,32 +95,65 @@ class ChatTemplate:
         architecture: str,
         bos_token: str = "",
         eos_token: str = "",
+        *,
+        origin: str = "the model's own",
+        kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._bos = bos_token
         self._eos = eos_token
         self._builtin = _builtin_format(architecture)
         self._jinja: jinja2.Template | None = None
-        self._tool_tags = next(
-            (tags for tags in _KNOWN_TOOL_CALL_TAGS if jinja_source and tags[0] in jinja_source),
-            None,
-        )
+        self._source = jinja_source or None
+        self._origin = origin
+        self._kwargs: dict[str, Any] = dict(kwargs or {})
+        # The model's own tool-call format, parsed live (server/core/tool_formats.py).
+        self._tool_format = detect_tool_format(jinja_source)
         if jinja_source:
-            environment = jinja2.sandbox.ImmutableSandboxedEnvironment(
-                trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader()
-            )
-            environment.globals["raise_exception"] = _raise_template_error
-            environment.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-            environment.filters["tojson"] = _tojson
-            self._jinja = environment.from_string(jinja_source)
+            self._jinja = compile_template(jinja_source)
 
     @property
     def uses_model_template(self) -> bool:
+        """Whether a Jinja template renders (the model's own or the user's), not a built-in
+        turn format."""
         return self._jinja is not None
 
     @property
+    def source(self) -> str | None:
+        """The Jinja text in use (None: a built-in turn format)."""
+        return self._source
+
+    @property
+    def origin(self) -> str:
+        """Where the template in use came from, in words: "the model's own", "the file X",
+        "the built-in chatml", or Hearth's built-in turn format when there is no Jinja."""
+        if self._jinja is None:
+            return f"Hearth's built-in {self._builtin.name} turn format"
+        return self._origin
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The variables every render receives besides the conversation."""
+        return dict(self._kwargs)
+
+    def with_kwargs(self, extra: Mapping[str, Any] | None) -> ChatTemplate:
+        """This template with `extra` variables over its own (a request's
+        chat_template_kwargs win over the server's); the compiled Jinja is shared."""
+        if not extra:
+            return self
+        bound = copy.copy(self)
+        bound._kwargs = {**self._kwargs, **extra}
+        return bound
+
+    @property
+    def tool_format(self) -> ToolFormat | None:
+        """The template's own tool-call format when Hearth can parse it live, else None (the
+        template takes no tools, or writes calls in a format Hearth does not know)."""
+        return self._tool_format
+
+    @property
     def tool_call_tags(self) -> tuple[str, str] | None:
-        """The model's own tool-call tags when Hearth can parse them live, else None."""
-        return self._tool_tags
+        """The tags around each call of the model's own format, for formats that have them."""
+        return format_tags(self._tool_format)
 
     def render(
         self,
@@ -176,16 +216,16 @@ class ChatTemplate:
                 }
                 for t in tools
             ]
-        try:
-            prompt = self._jinja.render(
-                messages=[_jinja_message(m) for m in turns],
-                add_generation_prompt=end is PromptEnd.REPLY,
-                bos_token=self._bos,
-                eos_token=self._eos,
-                **extra,
-            )
-        except jinja2.TemplateError as exc:
-            raise ChatTemplateError(f"the model's chat template failed: {exc}") from None
+        # The template's variables first: the conversation's own names always win.
+        context = {
+            **self._kwargs,
+            "messages": [_jinja_message(m) for m in turns],
+            "add_generation_prompt": end is PromptEnd.REPLY,
+            "bos_token": self._bos,
+            "eos_token": self._eos,
+            **extra,
+        }
+        prompt = render_template(self._jinja, self._origin, context)
         if end is PromptEnd.CONTINUE:
             # A template has no "leave the last turn open" switch: render it closed and cut
             # after its text (vLLM's and llama.cpp's way), which must appear there verbatim.
@@ -193,8 +233,8 @@ class ChatTemplate:
             at = prompt.rfind(text) if text else -1
             if at < 0:
                 raise ChatTemplateError(
-                    "the model's chat template does not show the final assistant message "
-                    "as sent, so it cannot be continued"
+                    f"the chat template ({self._origin}) does not show the final assistant "
+                    "message as sent, so it cannot be continued"
                 )
             prompt = prompt[: at + len(text)]
         stops = (self._eos,) if self._eos else ()
@@ -205,6 +245,7 @@ class ChatTemplate:
 class _TurnFormat:
     """A plain turn format: `start + role + newline + text + end` per message."""
 
+    name: str
     turn_start: str
     turn_end: str
     role_names: dict[str, str]
@@ -239,12 +280,14 @@ class _TurnFormat:
 
 
 _GEMMA = _TurnFormat(
+    name="gemma",
     turn_start="<start_of_turn>",
     turn_end="<end_of_turn>",
     role_names={"user": "user", "assistant": "model", "tool": "user", "system": "user"},
     system_as_user_prefix=True,
 )
 _CHATML = _TurnFormat(
+    name="chatml",
     turn_start="<|im_start|>",
     turn_end="<|im_end|>",
     role_names={"user": "user", "assistant": "assistant", "tool": "tool", "system": "system"},
@@ -304,15 +347,11 @@ def _jinja_message(message: ChatMessage) -> dict[str, Any]:
         data["tool_call_id"] = message.tool_call_id
     if message.name:
         data["name"] = message.name
+    if message.reasoning:
+        # llama-server's name for it; gpt-oss's template reads `thinking` (llama.cpp copies
+        # it there too).
+        data["reasoning_content"] = data["thinking"] = message.reasoning
     return data
-
-
-def _raise_template_error(message: str) -> None:
-    raise ChatTemplateError(message)
-
-
-def _tojson(value: Any, indent: int | None = None) -> str:
-    return json.dumps(value, indent=indent, ensure_ascii=False)
 
 
 def tool_call_schema(tools: Sequence[ToolSpec], only: str | None = None) -> dict[str, Any]:

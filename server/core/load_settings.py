@@ -6,7 +6,9 @@ builds this from `HearthSettings` at the edge (`server/process/load_settings.py`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from server.base.defaults import (
     DEFAULT_BATCH,
@@ -14,6 +16,16 @@ from server.base.defaults import (
     DEFAULT_CACHE_RAM_MIB,
     default_thread_count,
 )
+
+
+@dataclass(frozen=True)
+class TemplateChoice:
+    """The chat template the user chose instead of the model's own, and the variables every
+    render of a model's template receives (server/core/chat.py)."""
+
+    source: str | None = None  # Jinja text; None: the model's own template
+    origin: str = "the model's own"  # in words, for the console and /props: "the file X"
+    kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -36,3 +48,4 @@ class LoadSettings:
     privatecache: bool = False  # cached prompts serve only their owner (GenerationRequest)
     cachedir: str | None = None  # also keep cached prompts on disk, here
     cachedisk_mib: int = DEFAULT_CACHE_DISK_MIB  # the bound on that folder (per model)
+    template: TemplateChoice = field(default_factory=TemplateChoice)  # the chat template

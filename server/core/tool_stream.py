@@ -1,17 +1,20 @@
-"""Chat output as dialect-neutral stream events, and a live parser for tagged tool calls.
+"""Chat output as dialect-neutral stream events, and what the live tool-call parsers share.
 
 Every chat dialect formats the same events: `TextDelta`, then for each tool call
 `ToolCallStart` → `ToolArgumentsDelta`… → `ToolCallDone`. A constrained (grammar) tool call
-produces them all at once at the end; with `--jinjatools` and a model whose template uses
-`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Hermes, Qwen), `ToolCallParser`
-produces them while the model writes, so argument fragments reach the client as generated.
+produces them all at once at the end; a model writing calls in its own format (Hermes, Llama
+3.x, Mistral, Qwen3-Coder, gpt-oss: `tool_formats.py`) has them produced while it writes, so
+argument fragments reach the client as generated (the parsers: `tool_formats_*.py`, all built
+on `StreamParser` here).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from server.core.chat import ToolCall
 from server.core.types import TokenLogprob
@@ -70,129 +73,122 @@ def whole_call_events(index: int, call: ToolCall) -> list[ChatStreamEvent]:
     ]
 
 
-_NAME_KEY = '"name"'
-_ARGUMENTS_KEY = '"arguments"'
+class ToolCallStream(Protocol):
+    """A live parser of one reply in a model's own tool-call format (`tool_formats_live.py`
+    makes one per format): plain text passes through, each call comes out as ToolCallStart →
+    ToolArgumentsDelta… → ToolCallDone while the model writes it, several calls indexed 0, 1, …
+    `text_parts` and `calls` hold the whole reply once `finish` has been called."""
+
+    text_parts: list[str]
+    calls: list[ToolCall]
+
+    def feed(self, text: str) -> list[ChatStreamEvent]: ...
+
+    def finish(self) -> list[ChatStreamEvent]: ...
 
 
-class ToolCallParser:
-    """Splits streamed text into plain text and tagged tool calls, as it arrives.
+class StreamParser:
+    """What every format's parser shares: the text not yet classified (`_pending`), the events
+    of the current `feed`, and the bookkeeping of calls (indexes, ids, the finished calls).
 
-    Text that may be the start of the opening tag is held back; inside a call, the name is
-    read once `"arguments":` has been seen, and the arguments object is streamed character
-    by character (string-aware brace counting tells where it ends).
+    A subclass says how to move on from the pending text (`_step`, False while it needs more)
+    and what to do with what is left when the reply ends (`_end`).
     """
 
-    def __init__(self, open_tag: str, close_tag: str) -> None:
-        self._open = open_tag
-        self._close = close_tag
-        self._pending = ""  # text not yet classified
-        self._in_call = False
-        self._header = ""  # call text before the arguments object
-        self._arguments = ""  # the arguments JSON streamed so far
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False
-        self._arguments_done = False
+    def __init__(self) -> None:
+        self._pending = ""
+        self._events: list[ChatStreamEvent] = []
         self._index = -1
         self._call_id = ""
         self._name = ""
+        self._after_call = False
         self.calls: list[ToolCall] = []
         self.text_parts: list[str] = []
 
     def feed(self, text: str) -> list[ChatStreamEvent]:
         self._pending += text
-        events: list[ChatStreamEvent] = []
-        while self._pending:
-            before = self._pending
-            if self._in_call:
-                self._consume_call(events)
-            else:
-                self._consume_text(events)
-            if self._pending == before:
-                break  # waiting for more text
-        return events
+        while self._pending and self._step():
+            pass
+        return self._flush()
 
     def finish(self) -> list[ChatStreamEvent]:
-        """End of generation: a half-open tag is just text; a cut-off call is dropped."""
-        events: list[ChatStreamEvent] = []
-        if not self._in_call and self._pending:
-            events.append(self._text(self._pending))
+        """End of generation: text held back in case it began a tag is text after all; a call
+        whose arguments are whole is finished, one cut off inside them is dropped."""
+        self._end()
         self._pending = ""
+        return self._flush()
+
+    def _step(self) -> bool:
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> list[ChatStreamEvent]:
+        events, self._events = self._events, []
         return events
 
-    def _text(self, text: str) -> TextDelta:
-        self.text_parts.append(text)
-        return TextDelta(text)
+    def _text(self, text: str) -> None:
+        if text:
+            self.text_parts.append(text)
+            self._events.append(TextDelta(text))
 
-    def _consume_text(self, events: list[ChatStreamEvent]) -> None:
-        start = self._pending.find(self._open)
-        if start != -1:
-            if start:
-                events.append(self._text(self._pending[:start]))
-            self._pending = self._pending[start + len(self._open) :]
-            self._begin_call()
-            return
-        hold = _partial_suffix(self._pending, self._open)
-        ready = self._pending[: len(self._pending) - hold]
-        if ready:
-            events.append(self._text(ready))
-            self._pending = self._pending[len(ready) :]
+    def _text_until(self, tags: Sequence[str]) -> str | None:
+        """Pass pending text on up to the first of `tags`, consume that tag and return it; with
+        none there, pass on all but what may still begin one, and return None. Whitespace
+        right after a call is its formatting, not text: it goes."""
+        if self._after_call:
+            self._pending = self._pending.lstrip()
+            self._after_call = not self._pending
+        found = [(at, -len(tag), tag) for tag in tags if (at := self._pending.find(tag)) != -1]
+        if found:
+            at, _, tag = min(found)
+            self._text(self._pending[:at])
+            self._pending = self._pending[at + len(tag) :]
+            return tag
+        hold = max(partial_suffix(self._pending, tag) for tag in tags)
+        self._text(self._pending[: len(self._pending) - hold])
+        self._pending = self._pending[len(self._pending) - hold :]
+        return None
 
-    def _begin_call(self) -> None:
-        self._in_call = True
-        self._header = ""
-        self._arguments = ""
-        self._depth = 0
-        self._in_string = self._escaped = self._arguments_done = False
-        self._name = ""
+    def _start_call(self, name: str) -> None:
+        self._index += 1
+        self._call_id = new_call_id()
+        self._name = name
+        self._events.append(ToolCallStart(self._index, self._call_id, name))
 
-    def _consume_call(self, events: list[ChatStreamEvent]) -> None:
-        if not self._name:
-            self._header += self._pending
-            self._pending = ""
-            key = self._header.find(_ARGUMENTS_KEY)
-            colon = self._header.find(":", key + len(_ARGUMENTS_KEY)) if key != -1 else -1
-            if colon == -1:
-                return
-            name = _read_name(self._header[:key])
-            if name is None:
-                return
-            self._name = name
-            self._index += 1
-            self._call_id = new_call_id()
-            events.append(ToolCallStart(self._index, self._call_id, name))
-            self._pending = self._header[colon + 1 :]
-        if not self._arguments_done:
-            fragment = self._scan_arguments()
-            if fragment:
-                events.append(ToolArgumentsDelta(self._index, fragment))
-        if self._arguments_done:
-            end = self._pending.find(self._close)
-            if end == -1:
-                return
-            self._pending = self._pending[end + len(self._close) :]
-            self._in_call = False
-            try:
-                arguments = json.loads(self._arguments)
-            except json.JSONDecodeError:
-                arguments = {}
-            call = ToolCall(
-                self._call_id,
-                self._name,
-                arguments if isinstance(arguments, dict) else {"value": arguments},
-            )
-            self.calls.append(call)
-            events.append(ToolCallDone(self._index, call))
+    def _arguments(self, fragment: str) -> None:
+        if fragment:
+            self._events.append(ToolArgumentsDelta(self._index, fragment))
 
-    def _scan_arguments(self) -> str:
-        """Move the arguments object's characters from pending text into `_arguments`."""
-        taken: list[str] = []
-        consumed = 0
-        for char in self._pending:
-            consumed += 1
-            if self._depth == 0 and not taken and char.isspace():
-                continue  # whitespace before the object
-            taken.append(char)
+    def _end_call(self, arguments_json: str) -> None:
+        """The current call is whole: its arguments (JSON text; not an object: `{"value": …}`,
+        not JSON at all: `{}`, as the fragments already sent cannot be taken back)."""
+        try:
+            arguments = json.loads(arguments_json)
+        except json.JSONDecodeError:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {"value": arguments}
+        call = ToolCall(self._call_id, self._name, arguments)
+        self.calls.append(call)
+        self._events.append(ToolCallDone(self._index, call))
+        self._after_call = True
+
+
+class JsonSpan:
+    """Where a JSON value ends, in text arriving in pieces: string-aware bracket counting.
+    `depth` 1 starts inside an object (its remaining keys are skipped to its closing brace)."""
+
+    def __init__(self, depth: int = 0) -> None:
+        self._depth = depth
+        self._in_string = False
+        self._escaped = False
+        self.done = False
+
+    def scan(self, text: str) -> int:
+        """How many characters of `text` belong to the value: all of them, unless it ends."""
+        for at, char in enumerate(text):
             if self._in_string:
                 if self._escaped:
                     self._escaped = False
@@ -200,33 +196,23 @@ class ToolCallParser:
                     self._escaped = True
                 elif char == '"':
                     self._in_string = False
+                    if self._depth == 0:  # a string value on its own
+                        self.done = True
+                        return at + 1
             elif char == '"':
                 self._in_string = True
             elif char in "{[":
                 self._depth += 1
             elif char in "}]":
                 self._depth -= 1
-                if self._depth == 0:
-                    self._arguments_done = True
-                    break
-        self._pending = self._pending[consumed:]
-        fragment = "".join(taken)
-        self._arguments += fragment
-        return fragment
+                if self._depth <= 0:
+                    self.done = True
+                    return at + 1
+        return len(text)
 
 
-def _read_name(header: str) -> str | None:
-    key = header.find(_NAME_KEY)
-    if key == -1:
-        return None
-    rest = header[key + len(_NAME_KEY) :].lstrip().removeprefix(":").lstrip()
-    if not rest.startswith('"'):
-        return None
-    end = rest.find('"', 1)
-    return rest[1:end] if end != -1 else None
-
-
-def _partial_suffix(text: str, tag: str) -> int:
+def partial_suffix(text: str, tag: str) -> int:
+    """The length of the longest end of `text` that begins `tag` (held back: it may be one)."""
     for length in range(min(len(tag) - 1, len(text)), 0, -1):
         if tag.startswith(text[-length:]):
             return length

@@ -1,8 +1,8 @@
 """What every dialect's adapter shares: planning a chat (with tools) or a plain completion, and
 reading engine events back as dialect-neutral chat events and a finished answer.
 
-Each adapter only maps its wire fields onto these calls, so templates, tool calls and stop
-strings behave identically whichever API a client speaks; `serving.py` then answers the plan.
+Each adapter only maps its wire fields onto these calls, so templates, tool calls, thoughts and
+stop strings behave alike whichever API a client speaks; `serving.py` then answers the plan.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from server.core.chat import (
@@ -25,10 +25,12 @@ from server.core.chat import (
     tool_call_schema,
 )
 from server.core.engine import Tokenizer
+from server.core.reasoning import Piece, PieceKind, ThinkingSyntax
+from server.core.tool_formats_live import LiveTools
 from server.core.tool_stream import (
     ChatStreamEvent,
+    ReasoningDelta,
     TextDelta,
-    ToolCallParser,
     new_call_id,
     whole_call_events,
 )
@@ -45,6 +47,14 @@ from server.core.types import (
     TokenLogprob,
 )
 from server.dialects.errors import APIError, Dialect
+from server.dialects.thinking import (
+    ASKS_NOTHING,
+    ServerThinking,
+    ThinkingAsk,
+    ThoughtReader,
+    plan_thinking,
+    with_thought,
+)
 
 # KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
 _TOOL_CALL_MAX_TEMPERATURE = 0.5
@@ -74,8 +84,11 @@ class ChatPlan:
     user_stops: tuple[str, ...]
     # The reply is a grammar-bound tool call (or plain text, if the model declined one).
     constrained_tools: bool = False
-    # The model's own tool-call tags, parsed live (--jinjatools with a recognized template).
-    live_tool_tags: tuple[str, str] | None = None
+    # The model's own tool-call format, parsed live (jinja_tools, on unless turned off, with a
+    # template whose format Hearth knows: server/core/tool_formats.py).
+    live_tools: LiveTools | None = None
+    # How the reply's thought is told from its answer; None: it is not (the raw text).
+    reasoning: ThinkingSyntax | None = None
 
 
 def text_plan(generation: GenerationRequest) -> ChatPlan:
@@ -90,7 +103,8 @@ class ChatOptions:
     template: ChatTemplate
     request_id: str
     default_max_tokens: int
-    native_tools: bool = False  # --jinjatools
+    native_tools: bool = False  # jinja_tools (--jinjatools / --nojinjatools)
+    thinking: ServerThinking = field(default_factory=ServerThinking)  # --reasoning-format, -budget
 
 
 def text_of(content: str | Sequence[object] | None, kinds: Collection[str] = ("text",)) -> str:
@@ -120,16 +134,18 @@ def plan_chat(
     response_schema: dict[str, Any] | None = None,
     genkey: str = "",
     end: PromptEnd = PromptEnd.REPLY,
+    thinking: ThinkingAsk = ASKS_NOTHING,
 ) -> ChatPlan:
-    """Render the conversation and decide how tool calls are produced.
+    """Render the conversation and decide how tool calls and the thought are produced.
 
-    With `options.native_tools` (--jinjatools) and a template whose tool-call tags Hearth
+    With `options.native_tools` (jinja_tools) and a template whose tool-call format Hearth
     knows, the model's own format is used and calls stream live. Otherwise the reply is a
     JSON-schema-bound call; for "auto" the model is first asked, hidden, whether it needs one
     (KoboldCpp's pre-poll). `end` says where the prompt ends: a continued final assistant
     message cannot also offer tools (the reply would be a call glued to its text).
     """
-    template = options.template
+    thought = plan_thinking(options.template, thinking, options.thinking, max_tokens)
+    template = thought.template  # told what the request asks of thinking
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
     if offer_tools and end is PromptEnd.CONTINUE:
         raise APIError(
@@ -138,15 +154,15 @@ def plan_chat(
             "with it (send tool_choice none, or end with a user message)",
             dialect=dialect,
         )
-    live_tags = template.tool_call_tags if offer_tools and options.native_tools else None
-    schema = response_schema
-    decision_prompt = None
+    live_format = template.tool_format if offer_tools and options.native_tools else None
+    live = LiveTools(live_format, tuple(tools)) if live_format is not None else None
+    schema, decision_prompt = response_schema, None
     try:
-        if live_tags is not None:
+        if live is not None:
             rendered = template.render(messages, tools, native_tools=True)
         else:
             rendered = template.render(messages, tools if offer_tools else (), end=end)
-        if offer_tools and live_tags is None:
+        if offer_tools and live is None:
             schema, sampling, decision_prompt = _bound_tool_call(
                 template, messages, tools, tool_choice, sampling
             )
@@ -163,7 +179,8 @@ def plan_chat(
         json_schema=schema,
         schema_decision_prompt=decision_prompt,
     )
-    return ChatPlan(generation, user_stops, offer_tools and live_tags is None, live_tags)
+    generation = with_thought(generation, thought, messages, end)
+    return ChatPlan(generation, user_stops, offer_tools and live is None, live, thought.syntax)
 
 
 def _bound_tool_call(
@@ -194,30 +211,32 @@ class TokenTrace:
 
 @dataclass(frozen=True, slots=True)
 class ChatAnswer:
-    """A finished chat reply: its text and the tool calls it made."""
+    """A finished chat reply: its text, the tool calls it made, its thought and its tokens."""
 
     text: str
     tool_calls: tuple[ToolCall, ...]
     outcome: GenerationOutcome
     tokens: TokenTrace = TokenTrace()
+    reasoning: str = ""
+    reasoning_tokens: int = 0
 
 
 class TokenCollector:
     """Gathers a reply's events: its text, tokens and log-probabilities."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
+        self.events: list[TokenEvent] = []
         self.token_ids: list[int] = []
         self.logprobs: list[TokenLogprob] = []
 
     def add(self, event: TokenEvent) -> None:
-        self.parts.append(event.text)
+        self.events.append(event)
         self.token_ids += event.token_ids
         self.logprobs += event.logprobs
 
     @property
     def text(self) -> str:
-        return "".join(self.parts)
+        return "".join(event.text for event in self.events)
 
     @property
     def trace(self) -> TokenTrace:
@@ -225,20 +244,16 @@ class TokenCollector:
 
 
 def read_answer(
-    plan: ChatPlan, text: str, outcome: GenerationOutcome, tokens: TokenTrace = TokenTrace()
+    plan: ChatPlan, collected: TokenCollector, outcome: GenerationOutcome
 ) -> ChatAnswer:
-    """A whole reply (non-streamed) read back as text and tool calls."""
-    if plan.live_tool_tags is not None:
-        parser = ToolCallParser(*plan.live_tool_tags)
-        parser.feed(text)
-        parser.finish()
-        return ChatAnswer("".join(parser.text_parts), tuple(parser.calls), outcome, tokens)
-    if plan.constrained_tools and outcome.constrained:
-        try:
-            return ChatAnswer("", (parse_tool_call(text, new_call_id()),), outcome, tokens)
-        except ValueError:
-            pass  # cut off mid-call (max tokens): hand back what was generated as text
-    return ChatAnswer(text, (), outcome, tokens)
+    """A whole reply (non-streamed) read back as text, tool calls and thought: its events read
+    as a stream reads them, so that both give the same answer."""
+    reader = ChatReader(plan)
+    for event in collected.events:
+        reader.read(event)
+    end = reader.read(outcome)[-1]
+    assert isinstance(end, ChatEnd)
+    return end.answer
 
 
 def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
@@ -258,51 +273,96 @@ class ChatEnd:
 class ChatReader:
     """A chat generation's engine events as dialect-neutral chat events, ending in ChatEnd.
 
-    Plain text passes through token by token; tagged tool calls stream as parsed; a
-    grammar-bound call is only known once complete, so it is buffered and then sent whole.
+    The thought, when the plan splits one off, streams as ReasoningDelta; the answer's plain
+    text passes through token by token; tool calls in the model's own format stream as parsed;
+    a grammar-bound call is only known once complete, so it is buffered and then sent whole.
     """
 
     def __init__(self, plan: ChatPlan) -> None:
         self._plan = plan
-        self._parser = ToolCallParser(*plan.live_tool_tags) if plan.live_tool_tags else None
+        self._parser = plan.live_tools.parser() if plan.live_tools else None
+        syntax, opened = plan.reasoning, plan.generation.thinking_open
+        self._thought = ThoughtReader(syntax, opened) if syntax is not None else None
         self._collected = TokenCollector()
+        self._answer_parts: list[str] = []  # the answer's text, without a live parser
 
     def read(self, event: EngineReport) -> list[ChatStreamEvent | ChatEnd]:
         if isinstance(event, TokenEvent):
-            return self._read_text(event)
+            self._collected.add(event)
+            if self._thought is None:
+                return list(self._answer(event.text, event))
+            return list(self._route(self._thought.read(event), event))
         if isinstance(event, Progress):
             return []  # the prompt being read: no chat event (the wire's `progress` says it)
         if isinstance(event, EmbeddingsEvent | SlotActionEvent):
             return []  # a chat plan never embeds nor acts on slots
-        collected = self._collected
-        if failed(event):
-            return [ChatEnd(ChatAnswer(collected.text, (), event, collected.trace))]
-        if self._parser is not None:
-            items: list[ChatStreamEvent | ChatEnd] = list(self._parser.finish())
-            answer = ChatAnswer(
-                "".join(self._parser.text_parts),
-                tuple(self._parser.calls),
-                event,
-                collected.trace,
-            )
-            return [*items, ChatEnd(answer)]
-        answer = read_answer(self._plan, collected.text, event, collected.trace)
-        if not self._plan.constrained_tools:
-            return [ChatEnd(answer)]
-        items = [TextDelta(answer.text)] if answer.text else []
-        for index, call in enumerate(answer.tool_calls):
-            items += whole_call_events(index, call)
-        return [*items, ChatEnd(answer)]
+        return self._end(event)
 
-    def _read_text(self, event: TokenEvent) -> list[ChatStreamEvent | ChatEnd]:
-        self._collected.add(event)
+    def _route(self, pieces: list[Piece], event: TokenEvent | None) -> list[ChatStreamEvent]:
+        """Each piece where it belongs; the event's tokens go with its first answer piece
+        (or alone, when they render as nothing)."""
+        items: list[ChatStreamEvent] = []
+        for piece in pieces:
+            if piece.kind is PieceKind.REASONING:
+                items.append(ReasoningDelta(piece.text))
+            elif piece.kind is PieceKind.COMMENTARY:
+                items += self._commentary(piece.text)
+            else:
+                items += self._answer(piece.text, event)
+                event = None
+        if event is not None and not event.text:
+            items += self._answer("", event)
+        return items
+
+    def _answer(self, text: str, event: TokenEvent | None) -> list[ChatStreamEvent]:
         if self._parser is not None:
-            return list(self._parser.feed(event.text))
+            return list(self._parser.feed(text))
+        self._answer_parts.append(text)
+        ids, logprobs = (event.token_ids, event.logprobs) if event is not None else ((), ())
         # An event without text still carries the log-probabilities of tokens that render as
         # nothing (control tokens): sent, so a stream's logprobs match the whole answer's.
-        if self._plan.constrained_tools or not (event.text or event.logprobs):
+        if self._plan.constrained_tools or not (text or logprobs):
             return []
-        return [TextDelta(event.text, event.token_ids, event.logprobs)]
+        return [TextDelta(text, ids, logprobs)]
+
+    def _commentary(self, text: str) -> list[ChatStreamEvent]:
+        """gpt-oss's commentary to a tool (a harmony tool call, verbatim): the live parser
+        reads it; with no tools offered, a call nobody asked for is dropped (llama-server's
+        parser consumes such calls too)."""
+        return list(self._parser.feed(text)) if self._parser is not None else []
+
+    def _end(self, outcome: GenerationOutcome) -> list[ChatStreamEvent | ChatEnd]:
+        collected, thought = self._collected, self._thought
+        if failed(outcome):
+            return [ChatEnd(ChatAnswer(collected.text, (), outcome, collected.trace))]
+        items: list[ChatStreamEvent | ChatEnd] = []
+        if thought is not None:
+            items += self._route(thought.finish(), None)
+        if self._parser is not None:
+            items += self._parser.finish()
+            text, calls = "".join(self._parser.text_parts), tuple(self._parser.calls)
+        else:
+            text, calls = self._bound_call(outcome)
+            if self._plan.constrained_tools:
+                items += [TextDelta(text)] if text else []
+                for index, call in enumerate(calls):
+                    items += whole_call_events(index, call)
+        answer = ChatAnswer(text, calls, outcome, collected.trace)
+        if thought is not None:
+            answer = replace(
+                answer, reasoning=thought.reasoning, reasoning_tokens=thought.reasoning_tokens
+            )
+        return [*items, ChatEnd(answer)]
+
+    def _bound_call(self, outcome: GenerationOutcome) -> tuple[str, tuple[ToolCall, ...]]:
+        """The answer's text, or the grammar-bound call it is (one cut off stays text)."""
+        text = "".join(self._answer_parts)
+        if self._plan.constrained_tools and outcome.constrained:
+            try:
+                return "", (parse_tool_call(text, new_call_id()),)
+            except ValueError:
+                pass
+        return text, ()
 
 
 def failed(outcome: GenerationOutcome) -> bool:

@@ -30,6 +30,7 @@ from server.dialects.errors import Dialect, parse_json_body
 from server.dialects.openapi import json_answer, json_body
 from server.dialects.resumable import wants_resumable
 from server.dialects.serving import load_or_unload, serve
+from server.dialects.thinking import server_thinking
 from server.dialects.wire import ChoicesFormat, WireFormat
 from server.settings.config import HearthSettings
 
@@ -50,6 +51,7 @@ class Served:
             new_id(id_prefix),
             self.settings.defaultgenamt,
             self.settings.jinja_tools,
+            server_thinking(self.settings.reasoning_format, self.settings.reasoning_budget),
         )
 
     def prompt_size(self, plan: ChatPlan) -> int:

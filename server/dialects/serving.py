@@ -112,7 +112,7 @@ def _answer(
         raise busy_error()  # as a full queue: the client may retry (on another server)
     if failed(outcome):
         raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
-    return read_answer(plan, collected.text, outcome, collected.trace)
+    return read_answer(plan, collected, outcome)
 
 
 async def load_or_unload(

@@ -30,7 +30,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-KEEPALIVE_BYTES = b": keep-alive\n\n"
+# One comment line and no blank line: a blank line after an event that had an `id:` is read
+# by the `openai` client as an empty event (it keeps the last id), which it fails to parse.
+# A comment alone is valid SSE and still keeps proxies and clients from timing out.
+KEEPALIVE_BYTES = b": keep-alive\n"
 SSE_LINE_END = "\n"
 # sse-starlette's own periodic ping is not needed: keep-alives are sent only when silent.
 _NO_PERIODIC_PING = 24 * 3600

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from server.base.netcheck import url_host
+from server.core.chat import ChatTemplate
 from server.core.job import Job
 from server.core.types import FinishReason, GenerationOutcome
 from server.devices.backends import GPU_BUILD_HINT
@@ -62,7 +64,7 @@ def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
 def announce_start(
     settings: HearthSettings,
     model_name: str,
-    model_has_template: bool = False,
+    template: ChatTemplate | None = None,
     placement: Placement = CPU_ONLY,
     gpu_backends: tuple[str, ...] = (),
 ) -> None:
@@ -77,8 +79,13 @@ def announce_start(
             "requests with a grammar (tool calls, JSON formats) run alone.",
             settings.parallelrequests,
         )
-    if model_has_template:
-        logger.info("Chat template: the model's own (Jinja), for every chat API.")
+    if template is not None and template.uses_model_template:
+        variables = ", ".join(f"{k}={json.dumps(v)}" for k, v in template.kwargs.items())
+        logger.info(
+            "Chat template: %s (Jinja), for every chat API%s.",
+            template.origin,
+            f"; with {variables}" if variables else "",
+        )
     else:
         # --jinja is implied whenever the model has a template; say why it cannot apply here.
         logger.info(

@@ -1,11 +1,16 @@
-"""The edge between the settings model and the core: the fields loading a model reads."""
+"""The edge between the settings model and the core: the fields loading a model reads, and
+the chat template the user chose (read from its file or found by name, and compiled once here
+so a broken one stops the start with a clear line instead of failing every request)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TypeVar
 
-from server.core.load_settings import LoadSettings
+from server.core.load_settings import LoadSettings, TemplateChoice
+from server.core.named_templates import NAMED_TEMPLATES, named_template
+from server.core.template_jinja import ChatTemplateError, compile_template
 from server.settings.config import HearthSettings
 
 T = TypeVar("T")
@@ -35,4 +40,54 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
         privatecache=settings.privatecache,
         cachedir=settings.cachedir,
         cachedisk_mib=settings.cachedisk,
+        template=template_choice(settings),
     )
+
+
+class TemplateSettingError(ValueError):
+    """The chosen chat template cannot be used; the message names it and says why."""
+
+
+def template_choice(settings: HearthSettings) -> TemplateChoice:
+    """The chat template the settings choose over the model's own (a file, a built-in name or
+    Jinja text), compiled to check it, and the server's template variables; raises
+    TemplateSettingError for a missing or unreadable file, an unknown name or bad Jinja."""
+    kwargs = settings.template_kwargs
+    if settings.jinjatemplate and settings.chat_template:
+        raise TemplateSettingError(
+            "give either a chat template file (--chat-template-file, --jinjatemplate) or "
+            "--chat-template, not both"
+        )
+    if settings.jinjatemplate:
+        path = Path(settings.jinjatemplate).expanduser()
+        flag = f"--chat-template-file {path}"
+        try:
+            source = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise TemplateSettingError(f"{flag}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TemplateSettingError(f"{flag}: cannot be read ({exc})") from None
+        return _checked(TemplateChoice(source, f"the file {path}", kwargs), flag)
+    given = settings.chat_template
+    if not given:
+        return TemplateChoice(kwargs=kwargs)
+    named = named_template(given)
+    if named is not None:
+        name = given.strip().lower()
+        return _checked(TemplateChoice(named, f"the built-in {name}", kwargs), "--chat-template")
+    if "{{" in given or "{%" in given:
+        choice = TemplateChoice(given, "the Jinja text of --chat-template", kwargs)
+        return _checked(choice, "--chat-template")
+    raise TemplateSettingError(
+        f"--chat-template {given!r}: neither Jinja text nor a built-in template name "
+        f"({', '.join(NAMED_TEMPLATES)})"
+    )
+
+
+def _checked(choice: TemplateChoice, flag: str) -> TemplateChoice:
+    assert choice.source is not None
+    try:
+        compile_template(choice.source)
+    except ChatTemplateError as exc:
+        raise TemplateSettingError(f"{flag}: the template does not compile: {exc}") from None
+    return choice

@@ -24,7 +24,7 @@ from server.process.app import create_app
 from server.process.console import announce_start
 from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
 from server.process.http_server import http_server
-from server.process.load_settings import load_settings
+from server.process.load_settings import TemplateSettingError, load_settings, template_choice
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")
@@ -65,7 +65,7 @@ def serve(settings: HearthSettings) -> int:
             announce_start(
                 settings,
                 engine.model_name,
-                engine.chat_template.uses_model_template,
+                engine.chat_template,
                 engine.placement,
                 gpu_backends(),
             )
@@ -86,9 +86,10 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
     from server.core.llama.embedder import Embedder as LlamaEmbedder
 
     try:
+        template_choice(settings)  # before any download or load: a bad one stops the start
         model_path = model_for(settings)
         embeddings_path = embeddings_model_path(settings)
-    except ModelFileError as exc:
+    except (ModelFileError, TemplateSettingError) as exc:
         raise StartFailed(str(exc), EXIT_USAGE) from None
     try:
         engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
@@ -153,7 +154,9 @@ def with_models(
     slots = max(1, settings.parallelrequests)
     choice = ModelChoice(
         catalog,
-        lambda path: ModelCard.load(path, settings.contextsize, slots),
+        lambda path: ModelCard.load(
+            path, settings.contextsize, slots, load_settings(settings).template
+        ),
         engine.context_size,  # what llama.cpp made of --contextsize
         on_added=pool.add,
         on_removed=pool.forget,

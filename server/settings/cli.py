@@ -60,6 +60,11 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "noshift": ("--noshift",),
     "jinja": ("--jinja",),
     "jinja_tools": ("--jinjatools", "--jinja_tools"),
+    "jinjatemplate": ("--jinjatemplate", "--chat-template-file"),  # and llama-server's
+    "chat_template": ("--chat-template",),  # llama-server's flag
+    "jinja_kwargs": ("--jinja_kwargs", "--chat-template-kwargs"),  # and llama-server's
+    "jinjathink": ("--jinjathink", "--reasoning", "-rea"),  # llama-server's on|off|auto too
+    "reasoningeffort": ("--reasoningeffort", "--reasoning-effort"),  # and llama-server's
     "reasoning_format": ("--reasoning-format",),  # llama-server's flag
     "reasoning_budget": ("--reasoning-budget",),  # llama-server's flag
     "launch": ("--launch",),
@@ -83,8 +88,23 @@ _METAVARS = {
     "cachedir": "DIR",
     "cachedisk": "MiB",
     "slot_save_path": "DIR",
+    "jinjatemplate": "FILE",
+    "chat_template": "NAME|JINJA",
+    "jinja_kwargs": "JSON",
+    "jinjathink": "default|true|false",
+    "reasoningeffort": "LEVEL",
     "reasoning_format": "none|deepseek|auto",
     "reasoning_budget": "N",
+}
+
+
+# Hearth's own off switches for settings whose default is on (KoboldCpp has only the "on" flag).
+_OFF_FLAGS: dict[str, tuple[str, str]] = {
+    "jinja_tools": (
+        "--nojinjatools",
+        "Tool calls the KoboldCpp way for every model (the tools in the system text, the reply "
+        "bound to a JSON schema), even one with a tool-call format of its own",
+    ),
 }
 
 
@@ -122,6 +142,9 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
     description = (field.description or "").rstrip(".")
     if field.annotation is bool:
         parser.add_argument(*flags, dest=name, action="store_true", help=description)
+        if name in _OFF_FLAGS:  # a setting on by default needs a way to turn it off
+            off, off_help = _OFF_FLAGS[name]
+            parser.add_argument(off, dest=name, action="store_false", help=off_help)
         return
     if name == "usevulkan":  # KoboldCpp: `--usevulkan` alone means every device
         parser.add_argument(
@@ -177,7 +200,10 @@ def parse_command_line(argv: Sequence[str] | None = None) -> CommandLine:
 
     base = load_kcpps(Path(config_path)) if config_path else HearthSettings()
     merged = {**base.model_dump(), **given}
-    if merged.get("jinja_tools"):
-        merged["jinja"] = True  # as in KoboldCpp, Jinja for Tools turns on Use Jinja
+    # As in KoboldCpp, Jinja for Tools turns on Use Jinja, when it was asked for (typed or in
+    # the file): Hearth's own default being on says nothing about --jinja.
+    asked = "jinja_tools" in given or "jinja_tools" in base.model_fields_set
+    if merged.get("jinja_tools") and asked:
+        merged["jinja"] = True
     given_anything = config_path is not None or "model_param" in given or "hf" in given
     return CommandLine(HearthSettings.model_validate(merged), given_anything)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from server.base.defaults import (
     DEFAULT_BATCH,
@@ -20,13 +20,15 @@ from server.base.defaults import (
     default_thread_count,
 )
 from server.base.netcheck import is_loopback
+from server.settings.template_fields import ChatTemplateFields
 
 DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
 
 
-class HearthSettings(BaseModel):
-    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted."""
+class HearthSettings(ChatTemplateFields):
+    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
+    The chat template's settings are in server/settings/template_fields.py."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
@@ -203,9 +205,15 @@ class HearthSettings(BaseModel):
         description="KoboldCpp compatibility: the model's own chat template is always used "
         "when it has one.",
     )
+    # KoboldCpp's "Jinja for Tools" (off by default there). On by default here: a model whose
+    # template takes tools in a format Hearth knows gets them through its template and its
+    # calls are parsed live; any other model is unaffected (docs/MODELS.md, "Tool calls").
+    # --nojinjatools, or a .kcpps saying false (as KoboldCpp writes unless the box is ticked),
+    # makes every tool call the KoboldCpp way; a file without the key keeps the default.
     jinja_tools: bool = Field(
-        default=False,
-        description="Tool calls in the model's own format, streamed live when recognized.",
+        default=True,
+        description="Tool calls in the model's own format when Hearth knows it: the template "
+        "gets the tools and the calls stream live (default on).",
     )
     # llama-server's --reasoning-format: how a thinking model's thought is told from its
     # answer (docs/MODELS.md); requests may say otherwise (`reasoning_format`).

@@ -36,6 +36,7 @@ from server.core.llama.sampler import (
 from server.core.llama.sequence import Sequence
 from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
+from server.core.llama.thinking import forced_logprob, thought_budget
 from server.core.load_settings import LoadSettings
 from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
 from server.core.state_store import StateStore
@@ -50,6 +51,7 @@ from server.core.types import (
     SlotAction,
     SlotActionEvent,
     TokenEvent,
+    TokenLogprob,
 )
 from server.devices.placement import Placement
 from server.models.files import model_display_name
@@ -211,6 +213,8 @@ class LlamaCppEngine:
             raise EngineError("no free slot for another sequence")
         reused = self._slots.prepare(slot, prompt, owner)
         grammar = schema_grammar(schema) if schema is not None else request.grammar
+        sampler = self._samplers.build(request.sampling, prompt, grammar)
+        loaded = self._loaded
         sequence = Sequence(
             request=request,
             cancelled=cancelled,
@@ -219,11 +223,16 @@ class LlamaCppEngine:
             max_tokens=max_tokens,
             reused=reused,
             decoded=reused,
-            sampler=self._samplers.build(request.sampling, prompt, grammar),
+            sampler=sampler,
             pipeline=TokenTextPipeline(request.stop, request.trim_stop),
             started=started,
             constrained=schema is not None,
             truncated=truncated,
+            thought=thought_budget(
+                request,
+                lambda text: loaded.tokenize(text, add_bos=False, parse_special=True),
+                sampler,
+            ),
         )
         self._active.append(sequence)
         return sequence
@@ -297,20 +306,8 @@ class LlamaCppEngine:
         now = time.perf_counter()
         if sequence.prompt_done is None:
             sequence.prompt_done = now
-        wanted = sequence.request.logprobs
         try:
-            if wanted is None:
-                token = llama.llama_sampler_sample(sequence.sampler, self._loaded.context, row)
-            else:
-                loaded = self._loaded
-                token, logprob = sample_with_logprobs(
-                    sequence.sampler,
-                    llama.llama_get_logits_ith(loaded.context, row),
-                    loaded.n_vocab,
-                    wanted,
-                    sequence.request.post_sampling_probs,
-                    lambda t: loaded.token_bytes(t, special=True, buffer=self._piece_buffer),
-                )
+            token, logprob = self._draw(sequence, row)
         except Exception as exc:  # this sequence fails; its slot and sampler are freed
             logger.exception("[%s] sampling failed", sequence.request.request_id)
             self._finish(sequence, FinishReason.ERROR, events, error=f"sampling failed: {exc}")
@@ -321,9 +318,11 @@ class LlamaCppEngine:
             return
         sequence.generated += 1
         sequence.held_tokens.append(token)
-        if wanted is not None:
+        if logprob is not None:
             sequence.held_logprobs.append(logprob)
         text, stop = sequence.pipeline.push(self._loaded.token_bytes(token, special=False))
+        if sequence.thought is not None:  # control-token tags (harmony's) show only this way
+            sequence.thought.saw(self._loaded.token_bytes(token, special=True))
         if text:
             sequence.first_text_at = sequence.first_text_at or now
             events.append((sequence, sequence.release(text)))
@@ -335,6 +334,29 @@ class LlamaCppEngine:
             self._finish(sequence, FinishReason.LENGTH, events)  # the slot's context is full
         else:
             sequence.next_token = token
+
+    def _draw(self, sequence: Sequence, row: int) -> tuple[int, TokenLogprob | None]:
+        """The next token, sampled or (closing a thought over budget) forced, and its
+        log-probability when the request asks. A forced token is accepted by the sampler
+        chain like a sampled one, so the grammar and the penalties follow the text."""
+        loaded, wanted = self._loaded, sequence.request.logprobs
+        logits = llama.llama_get_logits_ith(loaded.context, row)
+
+        def piece(token: int) -> bytes:
+            return loaded.token_bytes(token, special=True, buffer=self._piece_buffer)
+
+        forced = None if sequence.thought is None else sequence.thought.next_forced()
+        if forced is not None:
+            llama.llama_sampler_accept(sequence.sampler, forced)
+            if wanted is None:
+                return forced, None
+            return forced, forced_logprob(logits, loaded.n_vocab, forced, wanted, piece)
+        if wanted is None:
+            return llama.llama_sampler_sample(sequence.sampler, loaded.context, row), None
+        post_sampling = sequence.request.post_sampling_probs
+        return sample_with_logprobs(
+            sequence.sampler, logits, loaded.n_vocab, wanted, post_sampling, piece
+        )
 
     def _finish(
         self,

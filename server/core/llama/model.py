@@ -10,11 +10,11 @@ from typing import Any
 
 import llama_cpp as llama
 
-from server.core.chat import ChatTemplate
+from server.core.chat import ChatTemplate, ChatTemplateError
 from server.core.engine import EngineError
 from server.core.llama.devices import plan_placement
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
-from server.core.load_settings import LoadSettings
+from server.core.load_settings import LoadSettings, TemplateChoice
 from server.core.types import GenerationRequest
 from server.devices.backends import gpu_backends
 from server.devices.placement import Placement
@@ -71,7 +71,7 @@ class Vocabulary:
     `load_vocab_only` reads just these (no weights, no context): what a request for a model
     that is not loaded needs to be planned (issue 12's switching)."""
 
-    def __init__(self, model: Any, path: Path) -> None:
+    def __init__(self, model: Any, path: Path, template: TemplateChoice | None = None) -> None:
         self.model = model
         self.path = path
         # One slot's context: what a prompt is fitted to (LoadedModel: from its context;
@@ -82,15 +82,40 @@ class Vocabulary:
         self.add_bos = bool(llama.llama_vocab_get_add_bos(self.vocab))
         self.bos = int(llama.llama_vocab_bos(self.vocab))
         self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
-        self.chat_template = ChatTemplate(
-            self.metadata("tokenizer.chat_template"),
-            self.metadata("general.architecture") or "",
-            bos_token=self.token_bytes(self.bos, True).decode(),
-            eos_token=self.token_bytes(int(llama.llama_vocab_eos(self.vocab)), True).decode(),
-        )
+        self.chat_template = self._chat_template(template or TemplateChoice())
+
+    def _chat_template(self, choice: TemplateChoice) -> ChatTemplate:
+        """The user's template when chosen (checked at start), else the model's own; a model
+        template that does not compile is said once and the built-in turn format used, so the
+        model still serves (plain completions need no template at all)."""
+        source = choice.source or self.metadata("tokenizer.chat_template")
+
+        def template(jinja: str | None) -> ChatTemplate:
+            return ChatTemplate(
+                jinja,
+                self.metadata("general.architecture") or "",
+                bos_token=self.token_bytes(self.bos, True).decode(),
+                eos_token=self.token_bytes(int(llama.llama_vocab_eos(self.vocab)), True).decode(),
+                origin=choice.origin,
+                kwargs=choice.kwargs,
+            )
+
+        try:
+            return template(source)
+        except ChatTemplateError as exc:
+            if choice.source:
+                raise EngineError(f"the chat template ({choice.origin}): {exc}") from None
+            fallback = template(None)
+            logger.warning(
+                "Chat template: %s's own does not compile (%s); using %s instead.",
+                self.path.name,
+                exc,
+                fallback.origin,
+            )
+            return fallback
 
     @classmethod
-    def load_vocab_only(cls, path: Path) -> Vocabulary:
+    def load_vocab_only(cls, path: Path, template: TemplateChoice | None = None) -> Vocabulary:
         quiet_llama_logs()
         llama.llama_backend_init()
         params = llama.llama_model_default_params()
@@ -98,7 +123,11 @@ class Vocabulary:
         model = llama.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise EngineError(f"{path}: llama.cpp could not read this model's vocabulary")
-        return cls(model, path)
+        try:
+            return cls(model, path, template)
+        except EngineError:
+            llama.llama_model_free(model)
+            raise
 
     def free_vocabulary(self) -> None:
         """Frees a vocab-only model (a LoadedModel frees its model in `close`)."""
@@ -197,8 +226,9 @@ class LoadedModel(Vocabulary):
         path: Path,
         threadpool: Threadpool | None,
         placement: Placement,
+        template: TemplateChoice | None = None,
     ) -> None:
-        super().__init__(model, path)
+        super().__init__(model, path, template)
         self.placement = placement
         self.context = context
         self.memory = llama.llama_get_memory(context)
@@ -229,7 +259,14 @@ class LoadedModel(Vocabulary):
             llama.llama_model_free(model)
             raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
         threadpool = Threadpool.attach(context, settings.thread_count)
-        return cls(model, context, path, threadpool, placement)
+        try:
+            return cls(model, context, path, threadpool, placement, settings.template)
+        except EngineError:  # the chosen template does not compile (checked at start)
+            if threadpool is not None:
+                threadpool.detach(context)
+            llama.llama_free(context)
+            llama.llama_model_free(model)
+            raise
 
     def close(self) -> None:
         with self._close_lock:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.core.llama.slots import Slot
+from server.core.llama.thinking import ThoughtBudget
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     FinishReason,
@@ -42,6 +43,8 @@ class Sequence:
     # Generated tokens (and their log-probabilities, when asked) whose text is not sent yet.
     held_tokens: list[int] = field(default_factory=list)
     held_logprobs: list[TokenLogprob] = field(default_factory=list)
+    # The request's thinking budget: it may write the thought's end tag in place of sampling.
+    thought: ThoughtBudget | None = None
 
     def release(self, text: str) -> TokenEvent:
         """The event that sends `text`, carrying the tokens generated since the last one."""

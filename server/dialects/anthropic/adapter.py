@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.dialects import common
 from server.dialects.anthropic.schemas import (
     AnthropicBlock,
     AnthropicMessage,
     AnthropicMessagesRequest,
+    AnthropicThinking,
     AnthropicTool,
     AnthropicToolChoice,
 )
 from server.dialects.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
 from server.dialects.errors import APIError, Dialect
 from server.dialects.sampling import sampling_from
+from server.dialects.thinking import ThinkingAsk
 
 # Blocks that carry media: a text model cannot read them, and dropping them silently would
 # answer a question about a picture without the picture.
@@ -49,6 +53,7 @@ def chat_messages(
             continue
         _refuse_media(message.content)
         text = "".join(b.text or "" for b in message.content if b.type == "text")
+        thought = "".join(b.thinking or "" for b in message.content if b.type == "thinking")
         calls = tuple(
             ToolCall(b.id or "", b.name or "", b.input or {})
             for b in message.content
@@ -62,8 +67,18 @@ def chat_messages(
                     )
                 )
         if text or calls:
-            turns.append(ChatMessage(message.role, text, tool_calls=calls))
+            turns.append(ChatMessage(message.role, text, tool_calls=calls, reasoning=thought))
     return turns
+
+
+def thinking_ask(thinking: AnthropicThinking | None) -> ThinkingAsk:
+    """`thinking` enabled (with its budget), adaptive (no budget) or disabled; absent: the
+    server's defaults (a local model that thinks anyway still shows its thinking block)."""
+    if thinking is None:
+        return ThinkingAsk()
+    if thinking.type == "disabled":
+        return ThinkingAsk(enabled=False)
+    return ThinkingAsk(enabled=True, budget=thinking.budget_tokens)
 
 
 def tools_of(tools: list[AnthropicTool] | None) -> list[ToolSpec]:
@@ -84,7 +99,7 @@ def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatP
     messages = chat_messages(body.system, body.messages)
     # Anthropic's prefill: a final assistant message is the start of the reply, carried on.
     prefilled = bool(messages) and messages[-1].role == "assistant"
-    return common.plan_chat(
+    plan = common.plan_chat(
         options,
         Dialect.ANTHROPIC,
         messages=messages,
@@ -94,4 +109,8 @@ def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatP
         stop=common.stop_list(body.stop_sequences),
         tools=tools_of(body.tools),
         tool_choice=tool_choice(body.tool_choice),
+        thinking=thinking_ask(body.thinking),
     )
+    if body.grammar is None or plan.generation.json_schema is not None:
+        return plan
+    return replace(plan, generation=replace(plan.generation, grammar=body.grammar))

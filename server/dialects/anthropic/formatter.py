@@ -2,7 +2,8 @@
 
 Every stream event carries its SSE name (the SDK drops unnamed events) and the same `type` in
 its data. A failure after the stream began is Anthropic's `event: error`, which the SDK raises;
-other clients still see the message end.
+other clients still see the message end. A thinking model's thought is a `thinking` block
+before the text, its signature empty (a local model has none to give; llama-server's way).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from sse_starlette import ServerSentEvent
 from server.core.chat import ToolCall
 from server.core.tool_stream import (
     ChatStreamEvent,
+    ReasoningDelta,
     TextDelta,
     ToolArgumentsDelta,
     ToolCallDone,
@@ -28,7 +30,10 @@ from server.dialects.anthropic.schemas import (
     MessageDelta,
     MessageStart,
     MessageStop,
+    SignatureDelta,
     TextDeltaBody,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
 )
 from server.dialects.common import ChatAnswer, ChatPlan, matched_user_stop
@@ -75,6 +80,8 @@ class MessageWire(SSEFormat):
         self._input_tokens = input_tokens  # as the real API, message_start carries it
         self._blocks = 0  # content blocks opened so far; the open one is blocks - 1
         self._text_open = False
+        self._thinking_open = False
+        self._answered = False  # a text or tool_use block was opened
 
     def _message(
         self, content: list[ContentBlock], answer: ChatAnswer | None
@@ -97,6 +104,8 @@ class MessageWire(SSEFormat):
 
     def whole(self, answer: ChatAnswer) -> AnthropicMessageObject:
         content: list[ContentBlock] = []
+        if answer.reasoning:
+            content.append(_thinking_block(answer.reasoning))
         if answer.text or not answer.tool_calls:
             content.append({"type": "text", "text": answer.text})
         content += [tool_use_block(call) for call in answer.tool_calls]
@@ -110,12 +119,18 @@ class MessageWire(SSEFormat):
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         match item:
+            case ReasoningDelta(text=text):
+                opened = [] if self._thinking_open else self._start_block(_thinking_block(""))
+                self._thinking_open = True
+                closed = self._close_text() if opened else []
+                return [*closed, *opened, self._delta({"type": "thinking_delta", "thinking": text})]
             case TextDelta(text=text):
+                closed = self._close_thinking()
                 opened = [] if self._text_open else self._start_block({"type": "text", "text": ""})
                 self._text_open = True
-                return [*opened, self._delta({"type": "text_delta", "text": text})]
+                return [*closed, *opened, self._delta({"type": "text_delta", "text": text})]
             case ToolCallStart(call_id=call_id, name=name):
-                closed = self._close_text()
+                closed = [*self._close_thinking(), *self._close_text()]
                 block: ToolUseBlock = {
                     "type": "tool_use",
                     "id": tool_use_id(call_id),
@@ -133,8 +148,8 @@ class MessageWire(SSEFormat):
         return [sse_typed(_MESSAGE_STOP)]  # other clients still see the message end
 
     def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
-        if self._blocks == 0:  # an empty reply still has its (empty) text block
+        events = self._close_thinking()
+        if not self._answered:  # an empty reply still has its (empty) text block
             events += self._start_block({"type": "text", "text": ""})
             self._text_open = True
         events += self._close_text()
@@ -153,6 +168,7 @@ class MessageWire(SSEFormat):
         return [*events, sse_typed(delta), sse_typed(_MESSAGE_STOP)]
 
     def _start_block(self, block: ContentBlock) -> list[ServerSentEvent]:
+        self._answered = self._answered or block["type"] != "thinking"
         start: ContentBlockStart = {
             "type": "content_block_start",
             "index": self._blocks,
@@ -161,7 +177,9 @@ class MessageWire(SSEFormat):
         self._blocks += 1
         return [sse_typed(start)]
 
-    def _delta(self, delta: TextDeltaBody | InputJSONDelta) -> ServerSentEvent:
+    def _delta(
+        self, delta: TextDeltaBody | InputJSONDelta | ThinkingDelta | SignatureDelta
+    ) -> ServerSentEvent:
         event: ContentBlockDelta = {
             "type": "content_block_delta",
             "index": self._blocks - 1,
@@ -178,3 +196,14 @@ class MessageWire(SSEFormat):
             return []
         self._text_open = False
         return [self._stop_block()]
+
+    def _close_thinking(self) -> list[ServerSentEvent]:
+        """The thinking block's end: its (empty) signature first, as the SDK expects."""
+        if not self._thinking_open:
+            return []
+        self._thinking_open = False
+        return [self._delta({"type": "signature_delta", "signature": ""}), self._stop_block()]
+
+
+def _thinking_block(thinking: str) -> ThinkingBlock:
+    return {"type": "thinking", "thinking": thinking, "signature": ""}

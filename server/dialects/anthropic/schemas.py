@@ -1,6 +1,6 @@
 """Anthropic Messages wire shapes — https://docs.anthropic.com/en/api/messages.
 
-Unknown fields (metadata, thinking, service_tier, …) are ignored.
+Unknown fields (metadata, service_tier, …) are ignored.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ class AnthropicBase(BaseModel):
 
 
 class AnthropicBlock(AnthropicBase):
-    """A content block: text, tool_use, tool_result (others are ignored)."""
+    """A content block: text, tool_use, tool_result, thinking (others are ignored)."""
 
     type: str
     text: str | None = None
+    thinking: str | None = None  # a thinking block's thought, given back
     id: str | None = None
     name: str | None = None
     input: dict[str, Any] | None = None
@@ -46,6 +47,13 @@ class AnthropicToolChoice(AnthropicBase):
     name: str | None = None
 
 
+class AnthropicThinking(AnthropicBase):
+    """`thinking`: enabled with a budget of tokens, disabled, or adaptive (no budget)."""
+
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: int | None = Field(default=None, ge=0)
+
+
 class AnthropicMessagesRequest(AnthropicBase):
     """POST /v1/messages."""
 
@@ -62,6 +70,10 @@ class AnthropicMessagesRequest(AnthropicBase):
     top_k: Annotated[OptionalTopK, Samples("top_k")] = None
     tools: list[AnthropicTool] | None = None
     tool_choice: AnthropicToolChoice | None = None
+    thinking: AnthropicThinking | None = None
+    # KoboldCpp's native field, which it takes on every endpoint: a GBNF grammar the reply
+    # must follow.
+    grammar: str | None = None
 
 
 class AnthropicCountTokensRequest(AnthropicBase):
@@ -88,7 +100,15 @@ class ToolUseBlock(TypedDict):
     input: dict[str, Any]
 
 
-ContentBlock = TextBlock | ToolUseBlock
+class ThinkingBlock(TypedDict):
+    type: Literal["thinking"]
+    thinking: str
+    # Anthropic's proof the thought is its own; a local model has none (llama-server's "" too),
+    # but the SDK needs the field.
+    signature: str
+
+
+ContentBlock = TextBlock | ToolUseBlock | ThinkingBlock
 
 
 class AnthropicUsage(TypedDict):
@@ -137,10 +157,20 @@ class InputJSONDelta(TypedDict):
     partial_json: str
 
 
+class ThinkingDelta(TypedDict):
+    type: Literal["thinking_delta"]
+    thinking: str
+
+
+class SignatureDelta(TypedDict):
+    type: Literal["signature_delta"]
+    signature: str
+
+
 class ContentBlockDelta(TypedDict):
     type: Literal["content_block_delta"]
     index: int
-    delta: TextDeltaBody | InputJSONDelta
+    delta: TextDeltaBody | InputJSONDelta | ThinkingDelta | SignatureDelta
 
 
 class ContentBlockStop(TypedDict):

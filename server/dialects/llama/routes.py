@@ -29,10 +29,10 @@ from server.dialects.llama.schemas import (
     TokenizeRequest,
     TokenPiece,
 )
-from server.dialects.model_files import read_model_file
 from server.dialects.resumable import wants_resumable
 from server.dialects.routing import Served, json_route
 from server.dialects.serving import serve, whole_answers
+from server.dialects.thinking import template_thinks
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
@@ -49,8 +49,7 @@ async def health() -> Health:
 async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep) -> Props:
     snapshot = scheduler.snapshot()
     placement = model.placement
-    file = await read_model_file(model.path, with_digest=False)
-    template = (file[0].chat_template or "") if file else ""
+    template = model.chat_template
     return {
         "default_generation_settings": {
             "n_ctx": model.context_size,
@@ -59,7 +58,11 @@ async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfo
         "total_slots": scheduler.parallel_slots,
         "model_path": str(model.path or ""),
         "model_alias": snapshot.model or model.name,
-        "chat_template": template,  # the GGUF's own; "" when Hearth uses its built-in format
+        # The Jinja in use (the user's choice or the GGUF's own; "" for a built-in turn
+        # format), and where it came from in words (Hearth's own field).
+        "chat_template": template.source or "",
+        "chat_template_source": template.origin,
+        "thinking": template_thinks(template),  # Hearth's: the chat page's Think toggle
         "modalities": {"vision": False, "audio": False},
         "build_info": f"Hearth {__version__}",
         "backend": placement.backend if placement.gpu_layers else "CPU",

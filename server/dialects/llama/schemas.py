@@ -59,6 +59,8 @@ class Props(TypedDict):
     model_path: str
     model_alias: str
     chat_template: str
+    chat_template_source: str  # Hearth's: where the template came from, in words
+    thinking: bool  # Hearth's: the template shows its model thinks (a `<think>` tag, …)
     modalities: dict[str, bool]
     build_info: str
     backend: str

@@ -15,20 +15,25 @@ from server.dialects.common import (
     text_plan,
     with_penalty_window,
 )
-from server.dialects.errors import Dialect
+from server.dialects.errors import APIError, Dialect
 from server.dialects.function_tools import function_tools
 from server.dialects.ollama.schemas import (
     OllamaChatRequest,
     OllamaGenerateRequest,
     OllamaMessage,
     OllamaOptions,
+    Think,
 )
 from server.dialects.sampling import sampling_from
+from server.dialects.thinking import ThinkingAsk, template_thinks
 
 
 def keeping_alive(plan: ChatPlan, body: OllamaGenerateRequest | OllamaChatRequest) -> ChatPlan:
-    """The plan with the request's keep_alive (how long its model stays loaded after it)."""
-    return replace(plan, generation=replace(plan.generation, keep_alive=body.keep_alive))
+    """The plan with the request's keep_alive (how long its model stays loaded after it) and
+    its grammar (`options.grammar`, unless a `format` schema binds the reply already)."""
+    grammar = body.options.grammar if plan.generation.json_schema is None else None
+    generation = replace(plan.generation, keep_alive=body.keep_alive, grammar=grammar)
+    return replace(plan, generation=generation)
 
 
 def load_plan(body: OllamaGenerateRequest | OllamaChatRequest, id_prefix: str) -> ChatPlan:
@@ -53,8 +58,23 @@ def format_schema(format_: str | dict[str, Any] | None) -> dict[str, Any] | None
     return format_ if isinstance(format_, dict) else None
 
 
+def thinking_ask(think: Think, model: str, options: ChatOptions) -> ThinkingAsk:
+    """Ollama's `think`, by Ollama's rules (server/routes.go): asking a model whose template
+    shows no thinking to think is a 400; absent, a thinking model thinks as its template
+    does and any other model's text is left as written. A level (low/medium/high) also
+    reaches the template as `reasoning_effort` (gpt-oss's)."""
+    if think is None:
+        return ThinkingAsk(split_only_thinking_templates=True)
+    if think is False:
+        return ThinkingAsk(enabled=False)
+    if not template_thinks(options.template):
+        raise APIError(400, f'"{model}" does not support thinking', dialect=Dialect.OLLAMA)
+    return ThinkingAsk(enabled=True, effort=None if think is True else think)
+
+
 def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan:
-    """`/api/generate` applies the model's template to the prompt, unless `raw`."""
+    """`/api/generate` applies the model's template to the prompt, unless `raw` (then the
+    text also comes back as written: no template, so no thought to tell apart)."""
     messages = [ChatMessage("system", body.system)] if body.system else []
     messages.append(ChatMessage("user", body.prompt))
     plan = plan_chat(
@@ -65,11 +85,14 @@ def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan
         sampling=sampling(body.options),
         stop=body.options.stop or (),
         response_schema=format_schema(body.format),
+        thinking=thinking_ask(body.think, body.model, options),
     )
     if not body.raw:
         return plan
-    raw_generation = replace(plan.generation, prompt=body.prompt, stop=plan.user_stops)
-    return replace(plan, generation=raw_generation)
+    raw_generation = replace(
+        plan.generation, prompt=body.prompt, stop=plan.user_stops, thinking_open=False
+    )
+    return replace(plan, generation=raw_generation, reasoning=None)
 
 
 def chat_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
@@ -82,6 +105,7 @@ def chat_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
                 for i, c in enumerate(m.tool_calls or ())
             ),
             name=m.tool_name,
+            reasoning=m.thinking or "",
         )
         for m in messages
     ]
@@ -97,4 +121,5 @@ def chat_plan(body: OllamaChatRequest, options: ChatOptions) -> ChatPlan:
         stop=body.options.stop or (),
         tools=function_tools(body.tools),
         response_schema=format_schema(body.format),
+        thinking=thinking_ask(body.think, body.model, options),
     )

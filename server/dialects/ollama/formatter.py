@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from server.core.chat import ToolCall
-from server.core.tool_stream import ChatStreamEvent, TextDelta, ToolCallDone
+from server.core.tool_stream import ChatStreamEvent, ReasoningDelta, TextDelta, ToolCallDone
 from server.core.types import FinishReason, GenerationOutcome
 from server.dialects.common import ChatAnswer
 from server.dialects.errors import Dialect
@@ -66,11 +66,12 @@ class _OllamaLines(NDJSONFormat[OllamaLine]):
         self._model = model  # echoed back as the client named it
 
     @abstractmethod
-    def _chunk(self, text: str, calls: Sequence[ToolCall] = ()) -> OllamaChunk:
-        """A line that is not the last, with `text` (and whole tool calls, for chat)."""
+    def _chunk(self, text: str, calls: Sequence[ToolCall] = (), thinking: str = "") -> OllamaChunk:
+        """A line that is not the last, with `text` (and whole tool calls, for chat) and a
+        piece of the thought (`thinking`, sent only when there is one, as Ollama)."""
 
     def whole(self, answer: ChatAnswer) -> OllamaChunk:
-        chunk = self._chunk(answer.text, answer.tool_calls)
+        chunk = self._chunk(answer.text, answer.tool_calls, answer.reasoning)
         _finish(chunk, answer.outcome)
         return chunk
 
@@ -87,6 +88,8 @@ class _OllamaLines(NDJSONFormat[OllamaLine]):
     def event(self, item: ChatStreamEvent) -> list[OllamaLine]:
         if isinstance(item, TextDelta):
             return [self._chunk(item.text)]
+        if isinstance(item, ReasoningDelta):
+            return [self._chunk("", thinking=item.text)]
         if isinstance(item, ToolCallDone):
             return [self._chunk("", (item.call,))]  # Ollama sends each call whole
         return []
@@ -103,20 +106,32 @@ class _OllamaLines(NDJSONFormat[OllamaLine]):
 class GenerateWire(_OllamaLines):
     """/api/generate."""
 
-    def _chunk(self, text: str, calls: Sequence[ToolCall] = ()) -> GenerateChunk:
-        return {"model": self._model, "created_at": created_at(), "response": text, "done": False}
+    def _chunk(
+        self, text: str, calls: Sequence[ToolCall] = (), thinking: str = ""
+    ) -> GenerateChunk:
+        chunk: GenerateChunk = {
+            "model": self._model,
+            "created_at": created_at(),
+            "response": text,
+            "done": False,
+        }
+        if thinking:
+            chunk["thinking"] = thinking
+        return chunk
 
 
 class ChatWire(_OllamaLines):
     """/api/chat: tool calls go whole, arguments as an object."""
 
-    def _chunk(self, text: str, calls: Sequence[ToolCall] = ()) -> ChatChunk:
+    def _chunk(self, text: str, calls: Sequence[ToolCall] = (), thinking: str = "") -> ChatChunk:
         chunk: ChatChunk = {
             "model": self._model,
             "created_at": created_at(),
             "message": {"role": "assistant", "content": text},
             "done": False,
         }
+        if thinking:
+            chunk["message"]["thinking"] = thinking
         if calls:
             chunk["message"]["tool_calls"] = [
                 {"function": {"index": index, "name": call.name, "arguments": call.arguments}}

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
+from server.core.reasoning import thinking_syntax
 from server.dialects.deps import ModelInfoDep, SchedulerDep
 from server.dialects.errors import APIError, Dialect, ErrorKind
 from server.dialects.model_choice import ModelChoice
@@ -116,9 +117,15 @@ async def show(body: OllamaShowRequest, served: Served) -> ModelShow:
         "template": (summary.chat_template or "") if summary else "",
         "details": formatter.details(summary),
         "model_info": formatter.model_info(summary),
-        "capabilities": list(CAPABILITIES),
+        "capabilities": capabilities(summary.chat_template if summary else None),
         "modified_at": rfc3339(summary.modified_at) if summary else None,
     }
+
+
+def capabilities(template: str | None) -> list[str]:
+    """Ollama's list; "thinking" when the model's template shows it thinks (as Ollama reads
+    a template: server/core/reasoning.thinking_syntax)."""
+    return [*CAPABILITIES, "thinking"] if thinking_syntax(template) else list(CAPABILITIES)
 
 
 @json_route(router, "/api/pull", OllamaPullRequest, OLLAMA)

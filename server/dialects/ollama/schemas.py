@@ -1,6 +1,6 @@
 """Ollama wire shapes — https://github.com/ollama/ollama/blob/main/docs/api.md.
 
-Ollama streams unless `"stream": false`. Unknown fields (think, images, …) are ignored.
+Ollama streams unless `"stream": false`. Unknown fields (images, …) are ignored.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class OllamaOptions(OllamaBase):
     repeat_last_n: int | None = Field(default=None, ge=-1, le=C_INT_MAX)
     presence_penalty: Annotated[float | None, Samples("presence_penalty")] = None
     frequency_penalty: Annotated[float | None, Samples("frequency_penalty")] = None
+    # KoboldCpp's native field (it takes them on every endpoint; here among the options, as
+    # Ollama's clients send only known fields besides them): a GBNF grammar for the reply.
+    grammar: str | None = None
 
 
 class OllamaFunctionCall(OllamaBase):
@@ -49,6 +52,7 @@ class OllamaToolCall(OllamaBase):
 class OllamaMessage(OllamaBase):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
+    thinking: str | None = None  # an earlier reply's thought, given back
     tool_calls: list[OllamaToolCall] | None = None
     tool_name: str | None = None
 
@@ -115,6 +119,11 @@ class KeepsAlive(OllamaBase):
         return keep_alive_seconds(value)
 
 
+# Ollama's `think`: on or off, or a level (gpt-oss's low/medium/high; on for other models).
+# Absent: on for a model whose template thinks, else the text as the model writes it.
+Think = bool | Literal["low", "medium", "high"] | None
+
+
 class OllamaGenerateRequest(KeepsAlive):
     """POST /api/generate. An empty prompt only loads the model (unloads with keep_alive 0)."""
 
@@ -124,6 +133,7 @@ class OllamaGenerateRequest(KeepsAlive):
     raw: bool = False
     stream: bool = True
     format: str | dict[str, Any] | None = None
+    think: Think = None
     options: OllamaOptions = Field(default_factory=OllamaOptions)
 
 
@@ -135,6 +145,7 @@ class OllamaChatRequest(KeepsAlive):
     tools: list[OllamaTool] | None = None
     stream: bool = True
     format: str | dict[str, Any] | None = None
+    think: Think = None
     options: OllamaOptions = Field(default_factory=OllamaOptions)
 
 
@@ -194,6 +205,7 @@ class GenerateChunk(OllamaChunk):
     """/api/generate: each line of the stream, or the whole answer."""
 
     response: str
+    thinking: NotRequired[str]  # the thought (only when there is some, as Ollama)
 
 
 class ToolFunctionOut(TypedDict):
@@ -209,6 +221,7 @@ class ToolCallOut(TypedDict):
 class AssistantMessage(TypedDict):
     role: Literal["assistant"]
     content: str
+    thinking: NotRequired[str]  # the thought (only when there is some, as Ollama)
     tool_calls: NotRequired[list[ToolCallOut]]
 
 

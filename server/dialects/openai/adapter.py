@@ -29,6 +29,7 @@ from server.dialects.openai.requests import (
     ResponsesRequest,
 )
 from server.dialects.sampling import sampling_from
+from server.dialects.thinking import ThinkingAsk
 from server.dialects.token_bias import resolve_logit_bias
 
 # OpenAI's documented default for /v1/completions: a different one surprises clients.
@@ -91,6 +92,7 @@ def chat_messages(messages: list[OpenAIChatMessage]) -> list[ChatMessage]:
             ),
             tool_call_id=m.tool_call_id,
             name=m.name,
+            reasoning=m.reasoning_content or "",
         )
         for m in messages
     ]
@@ -178,6 +180,8 @@ def prompt_end(body: OpenAIChatRequest) -> PromptEnd:
 
 def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenizer) -> ChatPlan:
     schema = body.json_schema or response_schema(body.response_format)
+    template = options.template.with_kwargs(body.chat_template_kwargs)  # the request's win
+    options = replace(options, template=template)
     plan = plan_chat(
         options,
         Dialect.OPENAI,
@@ -190,6 +194,7 @@ def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenize
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=schema,
         genkey=body.genkey,
+        thinking=ThinkingAsk(effort=body.reasoning_effort, format=body.reasoning_format),
     )
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     grammar = body.grammar if plan.generation.json_schema is None else None
@@ -212,13 +217,22 @@ def responses_messages(body: ResponsesRequest) -> list[ChatMessage]:
     if isinstance(body.input, str):
         messages.append(ChatMessage("user", body.input))
         return messages
+    thought = ""  # a reasoning item's text, for the assistant turn that follows it
     for item in body.input:
         kind = item.type or "message"
-        if kind == "message":
-            messages.append(ChatMessage(item.role or "user", text_of(item.content, _TEXT_PARTS)))
+        if kind == "reasoning":
+            thought += text_of(item.content, ("reasoning_text",)) or text_of(
+                item.summary, ("summary_text",)
+            )
+        elif kind == "message":
+            role = item.role or "user"
+            reasoning, thought = (thought, "") if role == "assistant" else ("", thought)
+            content = text_of(item.content, _TEXT_PARTS)
+            messages.append(ChatMessage(role, content, reasoning=reasoning))
         elif kind == "function_call":
             call = ToolCall(item.call_id or "", item.name or "", _arguments(item.arguments or ""))
-            messages.append(ChatMessage("assistant", tool_calls=(call,)))
+            messages.append(ChatMessage("assistant", tool_calls=(call,), reasoning=thought))
+            thought = ""
         elif kind == "function_call_output":
             output = (
                 item.output if isinstance(item.output, str) else text_of(item.output, _TEXT_PARTS)
@@ -244,4 +258,5 @@ def responses_plan(body: ResponsesRequest, options: ChatOptions) -> ChatPlan:
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=response_schema(text_format if isinstance(text_format, dict) else None),
         genkey=body.genkey,
+        thinking=ThinkingAsk(effort=body.reasoning.effort if body.reasoning else None),
     )

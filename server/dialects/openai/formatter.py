@@ -20,7 +20,13 @@ from sse_starlette import ServerSentEvent
 
 from server import __version__
 from server.core.chat import ToolCall
-from server.core.tool_stream import ChatStreamEvent, TextDelta, ToolArgumentsDelta, ToolCallStart
+from server.core.tool_stream import (
+    ChatStreamEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolArgumentsDelta,
+    ToolCallStart,
+)
 from server.core.types import FinishReason, GenerationOutcome, Progress, TokenChoice, TokenLogprob
 from server.dialects.common import ChatAnswer, failed, failure_message
 from server.dialects.errors import Dialect
@@ -73,12 +79,13 @@ def finish_reason(outcome: GenerationOutcome, tool_call: bool = False) -> str:
     return "length" if outcome.finish_reason is FinishReason.LENGTH else "stop"
 
 
-def usage(outcome: GenerationOutcome) -> OpenAIUsage:
+def usage(outcome: GenerationOutcome, reasoning_tokens: int = 0) -> OpenAIUsage:
     return {
         "prompt_tokens": outcome.prompt_tokens,
         "completion_tokens": outcome.completion_tokens,
         "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": outcome.reused_prompt_tokens},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
 
 
@@ -186,7 +193,7 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
         return predicted_timings(self._predicted, now - self._first_text_at)
 
     @abstractmethod
-    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
+    def _usage_chunk(self, outcome: GenerationOutcome, reasoning_tokens: int) -> Mapping[str, Any]:
         """The stream's last chunk (no choices) with the usage and timings of `outcome`."""
 
     def closing(self, answers: Sequence[ChatAnswer]) -> list[ServerSentEvent]:
@@ -198,7 +205,8 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
         if not self._include_usage:
             return [DONE]
         outcome = merged_outcome([answer.outcome for answer in answers])
-        return [sse_json(self._usage_chunk(outcome)), DONE]
+        thought = sum(answer.reasoning_tokens for answer in answers)
+        return [sse_json(self._usage_chunk(outcome, thought)), DONE]
 
     def failure(self, message: str, answer: ChatAnswer) -> list[ServerSentEvent]:
         # One of several choices failing says nothing yet: `closing` reports it.
@@ -215,7 +223,8 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
             return [sse_json(finish)]
         if not self._include_usage:
             return [sse_json({**finish, "timings": timings(answer.outcome)}), DONE]
-        return [sse_json(finish), sse_json(self._usage_chunk(answer.outcome)), DONE]
+        last = self._usage_chunk(answer.outcome, answer.reasoning_tokens)
+        return [sse_json(finish), sse_json(last), DONE]
 
     def whole_choices(self, answers: Sequence[ChatAnswer]) -> Mapping[str, Any]:
         wholes = [self.choice(index).whole(answer) for index, answer in enumerate(answers)]
@@ -223,7 +232,7 @@ class _OpenAIStream(ChoicesFormat[ServerSentEvent], SSEFormat):
         return {
             **wholes[0],
             "choices": [whole["choices"][0] for whole in wholes],
-            "usage": usage(outcome),
+            "usage": usage(outcome, sum(answer.reasoning_tokens for answer in answers)),
             "timings": timings(outcome),
         }
 
@@ -273,7 +282,7 @@ class CompletionWire(_OpenAIStream):
         chunk["prompt_progress"] = prompt_progress(progress)
         return [sse_json(chunk)]
 
-    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
+    def _usage_chunk(self, outcome: GenerationOutcome, reasoning_tokens: int) -> Mapping[str, Any]:
         last = self._object("", None)
         last["choices"], last["usage"], last["timings"] = [], usage(outcome), timings(outcome)
         return last
@@ -301,6 +310,8 @@ class ChatWire(_OpenAIStream):
             "content": answer.text or (None if tool_calls else ""),
             "refusal": None,
         }
+        if answer.reasoning:  # llama-server's field (DeepSeek's API), only when there is one
+            message["reasoning_content"] = answer.reasoning
         if tool_calls:
             message["tool_calls"] = tool_calls
         reason = finish_reason(answer.outcome, bool(answer.tool_calls))
@@ -319,7 +330,7 @@ class ChatWire(_OpenAIStream):
                     "finish_reason": reason,
                 }
             ],
-            "usage": usage(answer.outcome),
+            "usage": usage(answer.outcome, answer.reasoning_tokens),
             "timings": timings(answer.outcome),
         }
         return {**completion, **self._verbose(answer, stream=False)}
@@ -356,6 +367,8 @@ class ChatWire(_OpenAIStream):
                 if so_far is not None:
                     chunk["timings"] = so_far
                 return [sse_json(chunk)]
+            case ReasoningDelta(text=text):
+                return [sse_json(self._chunk({"reasoning_content": text}))]
             case ToolCallStart(index=index, call_id=call_id, name=name):
                 # id, type and name once per index: the SDK concatenates repeated strings.
                 call: ToolCallDelta = {
@@ -376,9 +389,10 @@ class ChatWire(_OpenAIStream):
         chunk["prompt_progress"] = prompt_progress(progress)
         return [sse_json(chunk)]
 
-    def _usage_chunk(self, outcome: GenerationOutcome) -> Mapping[str, Any]:
+    def _usage_chunk(self, outcome: GenerationOutcome, reasoning_tokens: int) -> Mapping[str, Any]:
         last = self._chunk({})
-        last["choices"], last["usage"], last["timings"] = [], usage(outcome), timings(outcome)
+        last["choices"], last["timings"] = [], timings(outcome)
+        last["usage"] = usage(outcome, reasoning_tokens)
         return last
 
     def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:

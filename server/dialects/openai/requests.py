@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from server.dialects.function_tools import FunctionDefinition
 from server.dialects.limits import OptionalTopK, TokenCount
 from server.dialects.sampling import Samples
+from server.dialects.thinking import ReasoningFormat
+
+# OpenAI's reasoning effort levels (its SDK's ReasoningEffort).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 # OpenAI's `n`: each choice takes a queue place of its own, so a few at most.
 MAX_CHOICES = 8
@@ -110,6 +114,9 @@ class OpenAIChatMessage(OpenAIBase):
     name: str | None = None
     tool_calls: list[OpenAIToolCallIn] | None = None
     tool_call_id: str | None = None
+    # An earlier reply's thought, given back (llama-server's field): templates that take it
+    # show it.
+    reasoning_content: str | None = None
 
 
 class OpenAITool(OpenAIBase):
@@ -133,6 +140,14 @@ class OpenAIChatRequest(OpenAISamplingFields):
     # `continue_final_message` is false; `add_generation_prompt: false` opens no reply turn.
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
+    # llama-server's (and KoboldCpp's): variables for the chat template, over the server's
+    # own (--chat-template-kwargs, --jinjathink, --reasoningeffort).
+    chat_template_kwargs: dict[str, Any] | None = None
+    # How much the model may think (none/minimal/low/medium: KoboldCpp's budget of 0/10/25/50 %
+    # of max tokens; the template gets it as `reasoning_effort`), and llama-server's per-request
+    # --reasoning-format (none: the thought stays in `content`).
+    reasoning_effort: ReasoningEffort | None = None
+    reasoning_format: ReasoningFormat | None = None
 
 
 class ResponsesContentPart(OpenAIBase):
@@ -141,9 +156,10 @@ class ResponsesContentPart(OpenAIBase):
 
 
 class ResponsesInputItem(OpenAIBase):
-    type: str | None = None  # message (default), function_call, function_call_output
+    type: str | None = None  # message (default), function_call, function_call_output, reasoning
     role: str | None = None
     content: str | list[ResponsesContentPart] | None = None
+    summary: list[ResponsesContentPart] | None = None  # a reasoning item's summary
     call_id: str | None = None
     name: str | None = None
     arguments: str | None = None
@@ -155,6 +171,11 @@ class ResponsesTool(OpenAIBase):
     name: str
     description: str = ""
     parameters: dict[str, Any] | None = None
+
+
+class ResponsesReasoning(OpenAIBase):
+    effort: ReasoningEffort | None = None  # as chat's reasoning_effort
+    summary: str | None = None  # accepted; the thought comes whole, never summarized
 
 
 class ResponsesRequest(OpenAIBase):
@@ -171,6 +192,7 @@ class ResponsesRequest(OpenAIBase):
     tools: list[ResponsesTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
+    reasoning: ResponsesReasoning | None = None
     stream: bool = False
     stream_options: OpenAIStreamOptions | None = None  # Hearth reads `resumable` only
     # KoboldCpp extras

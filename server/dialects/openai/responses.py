@@ -2,7 +2,8 @@
 
 Its stream names every event and ends with `response.completed` even when cut off, with
 `incomplete_details` saying so, since the SDK's `get_final_response()` accepts nothing else;
-a failure is its own `error` event, then `response.failed`.
+a failure is its own `error` event, then `response.failed`. A thinking model's thought is a
+`reasoning` item before the message (`response.reasoning_text.delta` events while it streams).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sse_starlette import ServerSentEvent
 
 from server.core.tool_stream import (
     ChatStreamEvent,
+    ReasoningDelta,
     TextDelta,
     ToolArgumentsDelta,
     ToolCallDone,
@@ -33,6 +35,10 @@ from server.dialects.openai.schemas import (
     MessageItem,
     OutputItem,
     OutputText,
+    ReasoningDeltaEvent,
+    ReasoningDoneEvent,
+    ReasoningItem,
+    ReasoningText,
     ResponseLifecycleEvent,
     ResponseObject,
     ResponseUsage,
@@ -67,13 +73,17 @@ class ResponsesWire(SSEFormat):
         self._message_index: int | None = None  # the open message's output_index
         self._message_parts: list[str] = []
         self._calls: dict[int, tuple[int, ToolCallStart]] = {}  # tool index → (place, start)
+        self._thought_index: int | None = None  # the open reasoning item's output_index
+        self._thought_parts: list[str] = []
 
     def whole(self, answer: ChatAnswer) -> ResponseObject:
         items: list[OutputItem] = []
+        if answer.reasoning:
+            items.append(self._reasoning_item(0, answer.reasoning))
         if answer.text or not answer.tool_calls:
             items.append(self._message_item(answer.text))
         items += [self._call_item(c.id, c.name, json.dumps(c.arguments)) for c in answer.tool_calls]
-        return self._response("completed", items, answer.outcome)
+        return self._response("completed", items, answer.outcome, answer.reasoning_tokens)
 
     # -- the objects -----------------------------------------------------------------------
 
@@ -86,6 +96,7 @@ class ResponsesWire(SSEFormat):
         status: str,
         output: list[OutputItem],
         outcome: GenerationOutcome | None = None,
+        reasoning_tokens: int = 0,
         error: str | None = None,
     ) -> ResponseObject:
         cut_off = outcome is not None and outcome.finish_reason is FinishReason.LENGTH
@@ -114,7 +125,7 @@ class ResponsesWire(SSEFormat):
             "tools": [t.model_dump() for t in body.tools or ()],
             "text": body.text or {"format": {"type": "text"}},
             "metadata": {},
-            "usage": None if outcome is None else _response_usage(outcome),
+            "usage": None if outcome is None else _response_usage(outcome, reasoning_tokens),
         }
 
     def _message_item(self, text: str, status: str = "completed") -> MessageItem:
@@ -127,6 +138,18 @@ class ResponsesWire(SSEFormat):
             "role": "assistant",
             "status": status,
             "content": content,
+        }
+
+    def _reasoning_item(self, index: int, text: str, status: str = "completed") -> ReasoningItem:
+        content: list[ReasoningText] = []
+        if status != "in_progress":
+            content.append({"type": "reasoning_text", "text": text})
+        return {
+            "type": "reasoning",
+            "id": f"rs_{self._id.removeprefix('resp_')}_{index}",
+            "summary": [],
+            "content": content,
+            "status": status,
         }
 
     def _call_item(
@@ -169,12 +192,17 @@ class ResponsesWire(SSEFormat):
 
     def event(self, item: ChatStreamEvent) -> list[ServerSentEvent]:
         match item:
+            case ReasoningDelta(text=text):
+                opened = self._open_thought() if self._thought_index is None else []
+                return [*self._close_message(), *opened, self._thought_delta(text)]
             case TextDelta(text=text):
+                closed = self._close_thought()
                 opened = self._open_message() if self._message_index is None else []
                 assert self._message_index is not None
-                return [*opened, self._text_delta(self._message_index, text)]
+                return [*closed, *opened, self._text_delta(self._message_index, text)]
             case ToolCallStart():
-                return [*self._close_message(), self._start_call(item)]
+                closed = [*self._close_thought(), *self._close_message()]
+                return [*closed, self._start_call(item)]
             case ToolArgumentsDelta(index=index, fragment=fragment):
                 return [self._arguments_delta(index, fragment)]
             case ToolCallDone(index=index, call=call):
@@ -183,12 +211,67 @@ class ResponsesWire(SSEFormat):
 
     def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
         outcome = answer.outcome
-        # An empty reply still has its (empty) message.
-        opened = self._open_message() if not self._output else []
+        thought = self._close_thought()
+        # An empty reply (or one that only thought) still has its (empty) message.
+        empty = all(item is None or item["type"] == "reasoning" for item in self._output)
+        opened = self._open_message() if empty and self._message_index is None else []
         closed = self._close_message()
         output = [item for item in self._output if item is not None]
-        done = self._lifecycle("response.completed", self._response("completed", output, outcome))
-        return [*opened, *closed, done]
+        response = self._response("completed", output, outcome, answer.reasoning_tokens)
+        return [*thought, *opened, *closed, self._lifecycle("response.completed", response)]
+
+    def _open_thought(self) -> list[ServerSentEvent]:
+        index = self._thought_index = len(self._output)
+        self._output.append(None)
+        self._thought_parts = []
+        pending = self._reasoning_item(index, "", "in_progress")
+        part: ReasoningText = {"type": "reasoning_text", "text": ""}
+        added = self._item_event("response.output_item.added", index, pending)
+        return [added, self._part_event("response.content_part.added", index, pending, part)]
+
+    def _thought_delta(self, text: str) -> ServerSentEvent:
+        assert self._thought_index is not None
+        self._thought_parts.append(text)
+        event: ReasoningDeltaEvent = {
+            "type": "response.reasoning_text.delta",
+            "sequence_number": self._next_number(),
+            "item_id": self._reasoning_item(self._thought_index, "")["id"],
+            "output_index": self._thought_index,
+            "content_index": 0,
+            "delta": text,
+        }
+        return sse_typed(event)
+
+    def _close_thought(self) -> list[ServerSentEvent]:
+        index = self._thought_index
+        if index is None:
+            return []
+        self._thought_index = None
+        text = "".join(self._thought_parts)
+        item = self._output[index] = self._reasoning_item(index, text)
+        done: ReasoningDoneEvent = {
+            "type": "response.reasoning_text.done",
+            "sequence_number": self._next_number(),
+            "item_id": item["id"],
+            "output_index": index,
+            "content_index": 0,
+            "text": text,
+        }
+        part = self._part_event("response.content_part.done", index, item, item["content"][0])
+        return [sse_typed(done), part, self._item_event("response.output_item.done", index, item)]
+
+    def _part_event(
+        self, kind: str, index: int, item: ReasoningItem, part: ReasoningText
+    ) -> ServerSentEvent:
+        event: ContentPartEvent = {
+            "type": kind,
+            "sequence_number": self._next_number(),
+            "item_id": item["id"],
+            "output_index": index,
+            "content_index": 0,
+            "part": part,
+        }
+        return sse_typed(event)
 
     def _open_message(self) -> list[ServerSentEvent]:
         index = self._message_index = len(self._output)
@@ -280,15 +363,15 @@ class ResponsesWire(SSEFormat):
             "message": message,
             "param": None,
         }
-        failed_response = self._response("failed", [], answer.outcome, message)
+        failed_response = self._response("failed", [], answer.outcome, error=message)
         return [sse_typed(error), self._lifecycle("response.failed", failed_response)]
 
 
-def _response_usage(outcome: GenerationOutcome) -> ResponseUsage:
+def _response_usage(outcome: GenerationOutcome, reasoning_tokens: int) -> ResponseUsage:
     return {
         "input_tokens": outcome.prompt_tokens,
         "input_tokens_details": {"cached_tokens": outcome.reused_prompt_tokens},
         "output_tokens": outcome.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
     }

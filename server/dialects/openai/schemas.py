@@ -23,11 +23,16 @@ class CachedTokens(TypedDict):
     cached_tokens: int
 
 
+class ReasoningTokens(TypedDict):
+    reasoning_tokens: int  # the reply's tokens that went to its thought
+
+
 class OpenAIUsage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: CachedTokens
+    completion_tokens_details: ReasoningTokens
 
 
 class CompletionLogprobs(TypedDict):
@@ -80,6 +85,7 @@ class AssistantMessage(TypedDict):
     role: Literal["assistant"]
     content: str | None
     refusal: None
+    reasoning_content: NotRequired[str]  # the thought (llama-server's field), when there is one
     tool_calls: NotRequired[list[ToolCallOut]]
 
 
@@ -133,6 +139,7 @@ class ToolCallDelta(TypedDict):
 class ChunkDelta(TypedDict, total=False):
     role: Literal["assistant"]
     content: str | None
+    reasoning_content: str  # a piece of the thought
     tool_calls: list[ToolCallDelta]
 
 
@@ -220,7 +227,22 @@ class FunctionCallItem(TypedDict):
     status: str
 
 
-OutputItem = MessageItem | FunctionCallItem
+class ReasoningText(TypedDict):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class ReasoningItem(TypedDict):
+    """The thought, before the message it led to (the whole of it: no summary)."""
+
+    type: Literal["reasoning"]
+    id: str
+    summary: list[Any]
+    content: list[ReasoningText]
+    status: str
+
+
+OutputItem = MessageItem | FunctionCallItem | ReasoningItem
 
 
 class ResponseError(TypedDict):
@@ -230,10 +252,6 @@ class ResponseError(TypedDict):
 
 class IncompleteDetails(TypedDict):
     reason: str
-
-
-class ReasoningTokens(TypedDict):
-    reasoning_tokens: int
 
 
 class InputCachedTokens(TypedDict):
@@ -292,7 +310,7 @@ class ContentPartEvent(ResponseEvent):
     item_id: str
     output_index: int
     content_index: int
-    part: OutputText
+    part: OutputText | ReasoningText
 
 
 class TextDeltaEvent(ResponseEvent):
@@ -309,6 +327,24 @@ class TextDoneEvent(ResponseEvent):
     content_index: int
     text: str
     logprobs: list[Any]
+
+
+class ReasoningDeltaEvent(ResponseEvent):
+    """response.reasoning_text.delta"""
+
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningDoneEvent(ResponseEvent):
+    """response.reasoning_text.done"""
+
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
 
 
 class ArgumentsDeltaEvent(ResponseEvent):

@@ -242,3 +242,19 @@ def test_choices_that_do_not_all_fit_in_the_queue_are_refused_whole(serve_engine
     )
     assert [choice.index for choice in answer.choices] == [0, 1]
     assert all(choice.finish_reason == "length" for choice in answer.choices)
+
+
+def test_keep_alives_between_events_do_not_break_the_openai_client(serve_engine: Serve) -> None:
+    """A keep-alive comment after an event with an `id:` once ended in a blank line, which the
+    `openai` client (keeping the last event id) read as an empty event and failed to parse."""
+    server = serve_engine(ScriptedEngine(token_seconds=0.1, end_after=4), keepalive_seconds=0.03)
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="none")
+    stream = client.chat.completions.create(model="m", messages=USER, stream=True, max_tokens=4)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "Hello, world!"
+    raw = httpx.post(
+        f"{server.base_url}/v1/chat/completions",
+        json={"model": "m", "messages": USER, "stream": True, "max_tokens": 4},
+        timeout=30,
+    ).text
+    assert ": keep-alive" in raw  # the comments were there to be read
