@@ -82,7 +82,7 @@ def dialect_for_path(path: str) -> Dialect:
     """Which API a path belongs to, for errors raised before a route runs (size, 404, 405)."""
     if path.startswith("/v1/messages"):
         return Dialect.ANTHROPIC
-    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:
+    if path.startswith(("/v1/", "/slots/")) or path in LLAMA_SERVER_PATHS:
         return Dialect.OPENAI
     if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
         return Dialect.OLLAMA

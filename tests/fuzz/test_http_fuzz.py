@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,13 +144,21 @@ def success_problem(case: Any, response: Any) -> str | None:
 
 @pytest.mark.timeout(3600)  # bounded by EXAMPLES; the long run (make fuzz) takes far longer
 def test_no_input_makes_a_5xx_and_every_4xx_has_its_dialects_shape(
-    start_hearth: StartHearth,
+    start_hearth: StartHearth, tmp_path: Path
 ) -> None:
     # /api/pull asks the Hugging Face Hub: an empty local one (no internet here; a pull of a
     # name it lacks is a 404, never a download)
     hub = LocalHub().start()
     server = start_hearth(
-        ["--contextsize", "256", "--defaultgenamt", str(MAX_FUZZ_TOKENS)],
+        # A slot folder, so /slots/{id} actions run (without one they are a 501, on purpose).
+        [
+            "--contextsize",
+            "256",
+            "--defaultgenamt",
+            str(MAX_FUZZ_TOKENS),
+            "--slot-save-path",
+            str(tmp_path),
+        ],
         env={"HF_ENDPOINT": hub.url},
     )
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")

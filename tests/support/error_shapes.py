@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.dialects.errors import LLAMA_SERVER_PATHS
+from server.dialects.errors import dialect_for_path
 
 # Which dialect a path belongs to, as the server decides it (server/dialects/errors.py).
 TEXT_ENDPOINTS = {
@@ -20,13 +20,8 @@ TEXT_ENDPOINTS = {
 
 
 def dialect_of(path: str) -> str:
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:
-        return "openai"
-    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/extra/", "/api/admin/")):
-        return "ollama"
-    return "kobold"
+    """The server's own rule (a templated path such as `/slots/{id_slot}` included)."""
+    return dialect_for_path(path).value
 
 
 def shape_problem(dialect: str, body: Any) -> str | None:

@@ -37,11 +37,18 @@ class KoboldStateRequest(BaseModel):
     slot: int = Field(default=0, ge=0, le=4096)
 
 
-@router.post("/api/admin/check_state")
+class KoboldStatesRequest(BaseModel):
+    """The body of check_state and clear_state: nothing (an empty object, or none)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@router.post("/api/admin/check_state", openapi_extra=json_body(KoboldStatesRequest))
 async def check_state(
     request: Request, settings: SettingsDep, scheduler: SchedulerDep, model: ModelInfoDep
 ) -> JSONResponse:
     """What each save state holds, and what saving the current context would take."""
+    await parse_json_body(request, KoboldStatesRequest, KOBOLD, optional=True)
     done = await _act(request, settings, scheduler, model, SlotActionKind.CHECK, 0)
     old_states = [{"tokens": tokens, "size": size} for tokens, size in done.states]
     return _success(done, old_states=old_states)
@@ -61,11 +68,12 @@ async def load_state(
     return await _numbered(request, settings, scheduler, model, SlotActionKind.RESTORE)
 
 
-@router.post("/api/admin/clear_state")
+@router.post("/api/admin/clear_state", openapi_extra=json_body(KoboldStatesRequest))
 async def clear_state(
     request: Request, settings: SettingsDep, scheduler: SchedulerDep, model: ModelInfoDep
 ) -> JSONResponse:
     """Every save state dropped (their memory freed)."""
+    await parse_json_body(request, KoboldStatesRequest, KOBOLD, optional=True)
     await _act(request, settings, scheduler, model, SlotActionKind.ERASE, -1)
     return JSONResponse({"success": True})
 

@@ -69,3 +69,11 @@ def test_koboldcpp_save_states_ask_for_the_password(serve_engine: Serve) -> None
     assert failed.json()["success"] is False and "no slot states" in failed.json()["detail"]["msg"]
     bad = httpx.post(url, json={"slot": -1}, headers={"Authorization": "Bearer secret"})
     assert bad.status_code == 422 and "slot" in bad.text  # the body's check, as elsewhere
+
+
+def test_errors_before_a_slot_route_runs_are_in_openai_shape(serve_engine: Serve) -> None:
+    """llama-server's `/slots/{id}` is an OpenAI-shaped route even when FastAPI answers
+    first (a wrong method): `{"error": {"message", "type"}}`, not KoboldCpp's `detail`."""
+    server = serve_engine(ScriptedEngine())
+    answer = httpx.get(f"{server.base_url}/slots/0")
+    assert answer.status_code == 405 and "message" in answer.json()["error"]
