@@ -167,9 +167,11 @@ NAMED_TEMPLATES: dict[str, str] = {
         "{{ '<|start_of_role|>' + role + '<|end_of_role|>' + text(m) + '<|end_of_text|>\\n' }}",
         "{{ '<|start_of_role|>assistant<|end_of_role|>' }}",
     ),
+    # Harmony: an assistant's earlier answer is its `final` channel (its thoughts are not
+    # shown again); the reply opens `<|start|>assistant` and the model names its channel.
     "gpt-oss": _each(
-        "{{ '<|start|>' + role + '<|message|>' + text(m) "
-        "+ ('<|return|>' if role == 'assistant' else '<|end|>') }}",
+        "{{ '<|start|>' + role + ('<|channel|>final' if role == 'assistant' else '') "
+        "+ '<|message|>' + text(m) + '<|end|>' }}",
         "{{ '<|start|>assistant' }}",
     ),
 }

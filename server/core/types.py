@@ -120,6 +120,9 @@ class GenerationRequest:
     thinking_open: bool = False
     thinking_tags: tuple[str, str] = ("<think>", "</think>")
     reasoning_budget: int | None = None
+    # Generated control tokens appear in the text: gpt-oss's harmony channels are control
+    # tokens (`<|channel|>`, `<|message|>`…) its reply is read by; other models' must not leak.
+    render_special_tokens: bool = False
     # Hand the consumer `Progress` events while the prompt is read (llama-server's
     # `return_progress`): the stream shows "reading the prompt: 62 %" instead of silence.
     report_progress: bool = False

@@ -130,6 +130,7 @@ def with_thought(
         thinking_open=prompt_opens_thought(generation.prompt, tags, prefill),
         thinking_tags=tags,
         reasoning_budget=thought.budget,
+        render_special_tokens=thought.syntax is not None and thought.syntax.harmony,
     )
 
 

@@ -320,7 +320,8 @@ class LlamaCppEngine:
         sequence.held_tokens.append(token)
         if logprob is not None:
             sequence.held_logprobs.append(logprob)
-        text, stop = sequence.pipeline.push(self._loaded.token_bytes(token, special=False))
+        special = sequence.request.render_special_tokens  # harmony's channels are control tokens
+        text, stop = sequence.pipeline.push(self._loaded.token_bytes(token, special=special))
         if sequence.thought is not None:  # control-token tags (harmony's) show only this way
             sequence.thought.saw(self._loaded.token_bytes(token, special=True))
         if text:
