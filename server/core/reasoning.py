@@ -111,7 +111,24 @@ class _TagState(enum.Enum):
     ANSWER = "answer"
 
 
-class TagSplitter:
+class _Stepping:
+    """A splitter that holds text back (`_pending`) and takes steps over it until one says
+    it must wait for more."""
+
+    _pending: str
+
+    def feed(self, text: str) -> list[Piece]:
+        self._pending += text
+        pieces: list[Piece] = []
+        while self._pending and self._step(pieces):
+            pass
+        return pieces
+
+    def _step(self, pieces: list[Piece]) -> bool:
+        raise NotImplementedError
+
+
+class TagSplitter(_Stepping):
     """Splits `<think>…</think>`-style output: `feed` each piece of text, `finish` at the end."""
 
     def __init__(self, tags: tuple[str, str] = THINK_TAGS, start_inside: bool = False) -> None:
@@ -124,13 +141,6 @@ class TagSplitter:
     @property
     def in_thought(self) -> bool:
         return self._state in (_TagState.THOUGHT_START, _TagState.THOUGHT)
-
-    def feed(self, text: str) -> list[Piece]:
-        self._pending += text
-        pieces: list[Piece] = []
-        while self._pending and self._step(pieces):
-            pass
-        return pieces
 
     def finish(self) -> list[Piece]:
         """The reply ended: what is held back is text after all (thought, if inside one)."""
@@ -221,7 +231,7 @@ class _Harmony(enum.Enum):
     PLAIN = "plain"  # the model does not write harmony: every piece is the answer
 
 
-class HarmonySplitter:
+class HarmonySplitter(_Stepping):
     """Splits gpt-oss's harmony messages by channel: analysis → thought, final (and
     commentary to the user) → answer, commentary to a tool → COMMENTARY pieces."""
 
@@ -233,13 +243,6 @@ class HarmonySplitter:
     @property
     def in_thought(self) -> bool:
         return self._state is _Harmony.BODY and self._kind is PieceKind.REASONING
-
-    def feed(self, text: str) -> list[Piece]:
-        self._pending += text
-        pieces: list[Piece] = []
-        while self._pending and self._step(pieces):
-            pass
-        return pieces
 
     def finish(self) -> list[Piece]:
         """The reply ended: an unfinished header is markup and goes; a body's held-back end
