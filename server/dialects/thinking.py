@@ -11,7 +11,7 @@ of its model, how the reply is split (server/core/reasoning.py), what the templa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -58,6 +58,8 @@ class ThinkingAsk:
     # Ollama's rule: a reply is split only when the template shows its model thinks (Ollama
     # leaves the text of a model it does not know to think as it is).
     split_only_thinking_templates: bool = False
+    # The request's own chat_template_kwargs (llama-server's): its last word to the template.
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 ASKS_NOTHING = ThinkingAsk()
@@ -95,6 +97,9 @@ def plan_thinking(
     and the split its format asks (llama-server: `auto` and `deepseek` both split)."""
     known = thinking_syntax(template.source)
     markers = known or ThinkingSyntax()
+    said = ask.template_kwargs.get("enable_thinking")
+    if isinstance(said, bool):  # the request's own switch to the template decides
+        ask = replace(ask, enabled=said, effort=None if said else ask.effort)
     effort = ask.effort or _template_effort(template)
     budget = ask.budget if ask.budget is not None else effort_budget(effort, max_tokens)
     if budget is None and not (ask.enabled and server.budget == 0):
@@ -111,6 +116,7 @@ def plan_thinking(
     split = (ask.format or server.format) != "none"
     if ask.split_only_thinking_templates and known is None:
         split = False
+    kwargs.update(ask.template_kwargs)  # the request's own win
     bound = template.with_kwargs(kwargs)
     return ThinkingPlan(markers if split else None, markers, budget, bound, kwargs)
 

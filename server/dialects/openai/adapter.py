@@ -194,7 +194,11 @@ def chat_plan(body: OpenAIChatRequest, options: ChatOptions, tokenizer: Tokenize
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=schema,
         genkey=body.genkey,
-        thinking=ThinkingAsk(effort=body.reasoning_effort, format=body.reasoning_format),
+        thinking=ThinkingAsk(
+            effort=body.reasoning_effort,
+            format=body.reasoning_format,
+            template_kwargs=body.chat_template_kwargs or {},
+        ),
     )
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     grammar = body.grammar if plan.generation.json_schema is None else None

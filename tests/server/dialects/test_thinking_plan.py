@@ -72,3 +72,15 @@ def test_thought_tokens_count_where_their_text_went() -> None:
     for text in ("<", "b>", "old"):  # it looked like a tag, then was not: the answer's
         plain.read(TokenEvent(text, (1,)))
     assert plain.reasoning_tokens == 0
+
+
+def test_the_requests_own_template_kwargs_win() -> None:
+    """A request's chat_template_kwargs are its last word (llama-server): an explicit
+    enable_thinking is neither overridden by its effort nor by a server without thinking."""
+    on = ThinkingAsk(effort="none", template_kwargs={"enable_thinking": True})
+    plan = plan_thinking(QWEN, on, ServerThinking(budget=0), 100)
+    assert plan.template_kwargs["enable_thinking"] is True and plan.budget != 0
+    off = plan_thinking(
+        QWEN, ThinkingAsk(template_kwargs={"enable_thinking": False}), ServerThinking(), 100
+    )
+    assert (off.budget, off.template_kwargs["enable_thinking"]) == (0, False)
