@@ -252,6 +252,7 @@ def responses_plan(body: ResponsesRequest, options: ChatOptions) -> ChatPlan:
         if t.type == "function"
     ]
     text_format = (body.text or {}).get("format")
+    options = replace(options, template=options.template.with_kwargs(body.chat_template_kwargs))
     return plan_chat(
         options,
         Dialect.OPENAI,
@@ -262,5 +263,8 @@ def responses_plan(body: ResponsesRequest, options: ChatOptions) -> ChatPlan:
         tool_choice=tool_choice(body.tool_choice, Dialect.OPENAI),
         response_schema=response_schema(text_format if isinstance(text_format, dict) else None),
         genkey=body.genkey,
-        thinking=ThinkingAsk(effort=body.reasoning.effort if body.reasoning else None),
+        thinking=ThinkingAsk(
+            effort=body.reasoning.effort if body.reasoning else None,
+            template_kwargs=body.chat_template_kwargs or {},
+        ),
     )

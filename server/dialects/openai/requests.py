@@ -193,6 +193,8 @@ class ResponsesRequest(OpenAIBase):
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     reasoning: ResponsesReasoning | None = None
+    # llama-server's extra, as on chat: variables for the chat template (the request's win).
+    chat_template_kwargs: dict[str, Any] | None = None
     stream: bool = False
     stream_options: OpenAIStreamOptions | None = None  # Hearth reads `resumable` only
     # KoboldCpp extras

@@ -311,3 +311,16 @@ def test_several_choices_count_their_thoughts(serve_engine: Serve) -> None:
     )
     events = [json.loads(line[6:]) for line in raw.text.splitlines() if line[6:7] == "{"]
     assert events[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] == 12
+
+
+def test_responses_take_chat_template_kwargs_as_chat_does(serve_engine: Any) -> None:
+    template = ChatTemplate(
+        "{% for m in messages %}{{ m.content }}{% endfor %}[{{ greeting | default('none') }}]",
+        "llama",
+    )
+    engine = ScriptedEngine(chat_template=template, end_after=2)
+    server = serve_engine(engine)
+    body = {"model": "m", "input": "Hi", "chat_template_kwargs": {"greeting": "YO"}}
+    answer = httpx.post(f"{server.base_url}/v1/responses", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert engine.requests[-1].prompt.endswith("Hi[YO]")
