@@ -79,6 +79,7 @@ class NativeChunk(TypedDict):
     id_slot: int
     tokens_predicted: int
     completion_probabilities: NotRequired[list[TokenProbabilities]]
+    prompt_progress: NotRequired[PromptProgress]  # with return_progress, while it is read
 
 
 class NativeCompletion(TypedDict):

@@ -56,6 +56,8 @@ _SSE_SHAPES: dict[str, dict[str, Any]] = {
         "response.output_text.done": openai.TextDoneEvent,
         "response.function_call_arguments.delta": openai.ArgumentsDeltaEvent,
         "response.function_call_arguments.done": openai.ArgumentsDoneEvent,
+        "response.reasoning_text.delta": openai.ReasoningDeltaEvent,
+        "response.reasoning_text.done": openai.ReasoningDoneEvent,
         "error": openai.ErrorEvent,
     },
 }

@@ -23,17 +23,12 @@ from server.dialects.llama_extensions import (
     NativeChunk,
     NativeCompletion,
     ProbabilityEntry,
-    PromptProgress,
     TokenProbabilities,
     generation_settings,
     native_answer,
     prompt_progress,
 )
 from server.dialects.wire import SSEFormat, sse_json
-
-
-class ProgressChunk(NativeChunk):
-    prompt_progress: PromptProgress
 
 
 def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:
@@ -138,7 +133,7 @@ class NativeCompletionWire(SSEFormat):
         return [sse_json(chunk)]
 
     def progress(self, progress: Progress) -> list[ServerSentEvent]:
-        chunk: ProgressChunk = {
+        chunk: NativeChunk = {
             "index": self._index,
             "content": "",
             "tokens": [],

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server.core.chat import ChatTemplate
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer
 from tests.support.stream_shapes import answer_problem, stream_problem
@@ -91,3 +92,21 @@ def test_a_stream_event_off_its_shape_is_caught(data: str, wrong: str) -> None:
     stream = f"event: message\ndata: {data}\n\n"
     problem = stream_problem("/api/extra/generate/stream", "text/event-stream", stream)
     assert problem is not None and wrong in problem
+
+
+def test_thinking_answers_and_progress_have_their_shapes(serve_engine: Serve) -> None:
+    """A thought split from the answer (reasoning_content, thinking blocks, reasoning items,
+    Ollama's thinking) and return_progress chunks, in every dialect's documented shape."""
+    thinks = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}<think>", "llama")
+    pieces = [b"I ", b"ponder", b"</think>", b"Yes", b"."]
+    engine = ScriptedEngine(pieces=pieces, end_after=5, chat_template=thinks, prompt_chunk=2)
+    server = serve_engine(engine)
+    assert check_all(server) == 14
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        for path in ("/completion", "/v1/completions", "/v1/chat/completions"):
+            body: dict[str, Any] = {"prompt": "a longer prompt", "messages": USER}
+            body |= {"max_tokens": 4, "stream": True, "return_progress": True}
+            streamed = client.post(path, json=body)
+            assert "prompt_progress" in streamed.text, path
+            problem = stream_problem(path, streamed.headers["content-type"], streamed.text)
+            assert problem is None, f"{path}: {problem}"
