@@ -481,7 +481,11 @@ def test_logprobs_bias_and_penalties_batch_with_others(two_slots: RunningServer)
 def test_a_request_running_alone_leaves_the_other_slot_idle(two_slots: RunningServer) -> None:
     """While a grammar-bound request holds the engine alone, a plain one waits: /slots shows
     one slot busy and perf one waiting (not two busy)."""
-    bound = stream_native(two_slots, {"prompt": "Hi", "n_predict": 300, "grammar": 'root ::= "b"+'})
+    # Long enough to outlast a busy machine's wait below (it is cut off by closing the stream):
+    # 300 tokens once ended before the waiting request was even in line.
+    bound = stream_native(
+        two_slots, {"prompt": "Hi", "n_predict": 1500, "grammar": 'root ::= "b"+'}
+    )
     next(bound)
     waiter = threading.Thread(
         target=lambda: post(two_slots, "/completion", {"prompt": "Hi", "n_predict": 2})
