@@ -7,7 +7,9 @@ sdist Hearth is built from (the same llama.cpp revision), installs their require
 virtualenv of their own (they pin openai, numpy, aiohttp... differently from Hearth), starts
 the server under test on a free port, and runs four of the test files in the suite's "external
 server" mode (DEBUG_EXTERNAL=1: the tests send requests to localhost:PORT instead of launching
-llama-server themselves).
+llama-server themselves). The files about chat templates and tool calls run in the suite's own
+mode instead: each test starts a server with its own settings (template file, --reasoning...),
+through compat/llama_server_shim.py standing in for the llama-server binary.
 
 External mode cannot apply a test's per-test server settings (n_slots, n_ctx, chat template,
 --jinja, ...), and most content checks expect the exact text of llama.cpp's 260K-parameter test
@@ -43,12 +45,20 @@ ROOT = Path(__file__).resolve().parent.parent
 VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
 TESTS_IN_SDIST = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/tools/server/tests"
+TEMPLATES_IN_SDIST = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/models/templates"
+# Run against one server started here (external mode).
 TEST_FILES = (
     "unit/test_chat_completion.py",
     "unit/test_compat_anthropic.py",
     "unit/test_completion.py",
     "unit/test_tokenize.py",
 )
+# Run with a server per test, started by the suite through the shim (per-test settings apply).
+SPAWNED_TEST_FILES = (
+    "unit/test_template.py",
+    "unit/test_tool_call.py",
+)
+SHIM = Path(__file__).resolve().parent / "llama_server_shim.py"
 # Not in the suite's requirements: a per-test limit, so one hung stream cannot stall the run.
 EXTRA_REQUIREMENTS = ("pytest-timeout~=2.3",)
 CONTEXT = 8192
@@ -74,9 +84,10 @@ def run(command: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[st
 
 
 def ensure_tests(cache: Path) -> Path:
-    """The sdist's tools/server/tests folder, downloaded and unpacked once."""
+    """The sdist's tools/server/tests folder (and the chat templates its tests read from
+    models/templates), downloaded and unpacked once."""
     tests = cache / TESTS_IN_SDIST
-    done = tests / ".unpacked"
+    done = tests / ".unpacked-with-templates"
     if done.exists():
         return tests
     sdist = cache / "sdist" / SDIST
@@ -96,9 +107,9 @@ def ensure_tests(cache: Path) -> Path:
                 f"llama-cpp-python=={VERSION}",
             ]
         )
-    prefix = TESTS_IN_SDIST + "/"
+    prefixes = (TESTS_IN_SDIST + "/", TEMPLATES_IN_SDIST + "/")
     with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+        members = [m for m in archive.getmembers() if m.name.startswith(prefixes)]
         if not members:
             raise SystemExit(f"{sdist} has no {TESTS_IN_SDIST}")
         archive.extractall(cache, members=members, filter="data")
@@ -270,20 +281,22 @@ def running_server(command: Sequence[str], cwd: Path, port: int, log: Path) -> I
 def run_pytest(
     python: Path,
     tests: Path,
-    port: int,
+    files: Sequence[str],
+    env_extra: dict[str, str],
     junit: Path,
     log: Path,
     timeout: int,
     extra: Sequence[str],
 ) -> int:
-    env = {**os.environ, "DEBUG_EXTERNAL": "1", "PORT": str(port)}
-    for name in ("DEBUG", "LLAMA_SERVER_BIN_PATH", "PYTEST_ADDOPTS"):
+    env = dict(os.environ)
+    for name in ("DEBUG", "DEBUG_EXTERNAL", "PYTEST_ADDOPTS", "LLAMA_SERVER_BIN_PATH"):
         env.pop(name, None)
+    env.update(env_extra)
     command = [
         str(python),
         "-m",
         "pytest",
-        *TEST_FILES,
+        *files,
         "-rA",
         "-p",
         "no:cacheprovider",
@@ -292,10 +305,8 @@ def run_pytest(
         f"--junitxml={junit}",
         *extra,
     ]
-    say(
-        f"Running in {tests} (output: {log}):\n  DEBUG_EXTERNAL=1 PORT={port} "
-        + shlex.join(command)
-    )
+    shown = " ".join(f"{k}={v}" for k, v in env_extra.items() if not k.startswith("HEARTH_SHIM"))
+    say(f"Running in {tests} (output: {log}):\n  {shown} " + shlex.join(command))
     with open(log, "w") as log_file:
         return subprocess.run(
             command, cwd=tests, env=env, stdout=log_file, stderr=subprocess.STDOUT
@@ -331,7 +342,7 @@ def git_commit(cwd: Path) -> str | None:
     return found.stdout.strip() or None
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--against",
@@ -356,6 +367,14 @@ def main() -> int:
     parser.add_argument(
         "--chat-template-file",
         help="a Jinja chat template for llama-server (default: none, its ChatML fallback)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("spawned", "external"),
+        default="spawned",
+        help="spawned (default): every test starts its server with its own settings, through "
+        "compat/llama_server_shim.py; external: one server for the first four files (faster, "
+        "but per-test settings such as a chat template do not apply)",
     )
     parser.add_argument("--report", type=Path, help="write the per-case results here (JSON)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any case does not pass")
@@ -384,19 +403,29 @@ def main() -> int:
         help="seconds one test may take (default 300; more on a busy machine)",
     )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    cache = args.cache.expanduser().resolve()
-    cache.mkdir(parents=True, exist_ok=True)
-    tests = ensure_tests(cache)
-    test_python = ensure_venv(cache, tests)
-    server_cwd = args.server_cwd.expanduser().resolve()
-    port = free_port()
-    info: dict[str, Any] = {"against": args.against, "llama_cpp_python": VERSION}
+
+def server_under_test(
+    args: argparse.Namespace, port: int
+) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+    """The shared server's command line, what the report records about it, and the environment
+    that makes the shim start the same kind of server for the spawned files."""
+    server_cwd = args.server_cwd
+    model = args.model or bundled_model(args.python, server_cwd)
+    info: dict[str, Any] = {"against": args.against, "llama_cpp_python": VERSION, "model": model}
+    shim_env = {
+        "LLAMA_SERVER_BIN_PATH": str(SHIM),
+        "PORT": str(port),
+        "HEARTH_SHIM_TARGET": args.against,
+        "HEARTH_SHIM_MODEL": model,
+        "HEARTH_SHIM_CWD": str(server_cwd),
+    }
     if args.against == "hearth":
         command = hearth_command(args.python, port)
         if args.threads:
             command += ["--threads", str(args.threads)]
+            shim_env["HEARTH_SHIM_EXTRA"] = f"--threads {args.threads}"
         imported = subprocess.run(
             [args.python, "-c", "import server; print(server.__file__)"],
             cwd=server_cwd,
@@ -406,49 +435,81 @@ def main() -> int:
         ).stdout.strip()
         say(f"Hearth's `server` package: {imported}")
         info |= {"commit": git_commit(server_cwd), "server_module": imported}
+        shim_env["HEARTH_SHIM_PYTHON"] = str(Path(args.python).absolute())
     else:
-        binary = args.llama_server or build_llama_server()
-        model = args.model or bundled_model(args.python, server_cwd)
+        binary = str(Path(args.llama_server or build_llama_server()).resolve())
         template = str(Path(args.chat_template_file).resolve()) if args.chat_template_file else None
         command = llama_server_command(binary, model, port, template)
         if args.threads:
             command += ["--threads", str(args.threads), "--threads-batch", str(args.threads)]
-        info["model"] = model
+            shim_env["HEARTH_SHIM_EXTRA"] = (
+                f"--threads {args.threads} --threads-batch {args.threads}"
+            )
+        shim_env["HEARTH_SHIM_BINARY"] = binary
+    return command, info, shim_env
+
+
+def main() -> int:
+    args = parse_args()
+    cache = args.cache.expanduser().resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    tests = ensure_tests(cache)
+    test_python = ensure_venv(cache, tests)
+    args.server_cwd = args.server_cwd.expanduser().resolve()
+    port = free_port()
+    command, info, shim_env = server_under_test(args, port)
     logs = cache / "logs"
     logs.mkdir(exist_ok=True)
-    junit = logs / f"{args.against}-junit.xml"
-    pytest_log = logs / f"{args.against}-pytest.log"
     extra = list(args.pytest_args) if args.slow else ["-m", "not slow", *args.pytest_args]
-
-    with running_server(command, server_cwd, port, logs / f"{args.against}-server.log"):
-        started = time.monotonic()
-        exit_code = run_pytest(
-            test_python, tests, port, junit, pytest_log, args.test_timeout, extra
-        )
-        elapsed = time.monotonic() - started
-    if args.against == "hearth" and git_commit(server_cwd) != info["commit"]:
-        info["commit_after"] = git_commit(server_cwd)
-        say(f"Warning: {server_cwd} moved from {info['commit']} to {info['commit_after']}")
-    if exit_code not in (0, 1) or not junit.exists():
-        say(f"pytest could not run the tests (exit {exit_code}); see {pytest_log}")
-        return 2
-
-    cases = read_junit(junit)
-    totals: dict[str, int] = {}
-    for case in cases:
-        totals[case["outcome"]] = totals.get(case["outcome"], 0) + 1
-        label = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
-        say(f"{label[case['outcome']]:5} {case['id']}")
-    say(
-        f"\n{args.against}: {totals.get('passed', 0)} of {len(cases)} passed "
-        + ", ".join(f"{count} {name}" for name, count in sorted(totals.items()))
-        + f" ({elapsed:.0f} s; pytest output: {pytest_log})"
+    groups: tuple[tuple[str, Sequence[str], dict[str, str]], ...] = (
+        ("spawned", (*TEST_FILES, *SPAWNED_TEST_FILES), shim_env),
     )
+    if args.mode == "external":
+        groups = (
+            ("external", TEST_FILES, {"DEBUG_EXTERNAL": "1", "PORT": str(port)}),
+            ("spawned", SPAWNED_TEST_FILES, shim_env),
+        )
+    cases: list[dict[str, str]] = []
+    started = time.monotonic()
+    for name, files, env_extra in groups:
+        junit = logs / f"{args.against}-{name}-junit.xml"
+        pytest_log = logs / f"{args.against}-{name}-pytest.log"
+        junit.unlink(missing_ok=True)
+        if name == "external":
+            with running_server(
+                command, args.server_cwd, port, logs / f"{args.against}-server.log"
+            ):
+                code = run_pytest(
+                    test_python,
+                    tests,
+                    files,
+                    env_extra,
+                    junit,
+                    pytest_log,
+                    args.test_timeout,
+                    extra,
+                )
+        else:
+            code = run_pytest(
+                test_python, tests, files, env_extra, junit, pytest_log, args.test_timeout, extra
+            )
+        if code not in (0, 1) or not junit.exists():
+            say(f"pytest could not run the tests (exit {code}); see {pytest_log}")
+            return 2
+        cases += read_junit(junit)
+    elapsed = time.monotonic() - started
+    if args.against == "hearth" and git_commit(args.server_cwd) != info["commit"]:
+        info["commit_after"] = git_commit(args.server_cwd)
+        say(f"Warning: {args.server_cwd} moved from {info['commit']} to {info['commit_after']}")
+    totals = summarize(args.against, cases, elapsed, logs)
     if args.report:
         report = {
             **info,
-            "server_command": [str(part) for part in command],
-            "test_files": list(TEST_FILES),
+            "server_command": [str(part) for part in command]
+            if args.mode == "external"
+            else "each test's own, through compat/llama_server_shim.py",
+            "mode": args.mode,
+            "test_files": [*TEST_FILES, *SPAWNED_TEST_FILES],
             "pytest_args": extra,
             "totals": totals,
             "cases": cases,
@@ -458,6 +519,22 @@ def main() -> int:
     if args.strict and totals.get("passed", 0) + totals.get("skipped", 0) != len(cases):
         return 1
     return 0
+
+
+def summarize(
+    against: str, cases: list[dict[str, str]], elapsed: float, logs: Path
+) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    label = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+    for case in cases:
+        totals[case["outcome"]] = totals.get(case["outcome"], 0) + 1
+        say(f"{label[case['outcome']]:5} {case['id']}")
+    say(
+        f"\n{against}: {totals.get('passed', 0)} of {len(cases)} passed "
+        + ", ".join(f"{count} {name}" for name, count in sorted(totals.items()))
+        + f" ({elapsed:.0f} s; pytest output and server logs: {logs})"
+    )
+    return totals
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import jinja2
 
 # ChatTemplateError lives with the Jinja it is mostly about; it is imported from here too.
 from server.core.template_jinja import ChatTemplateError as ChatTemplateError
-from server.core.template_jinja import compile_template, render_template
+from server.core.template_jinja import compile_template, default_variables, render_template
 from server.core.tool_formats import ToolFormat, detect_tool_format, format_tags
 
 
@@ -216,8 +216,9 @@ class ChatTemplate:
                 }
                 for t in tools
             ]
-        # The template's variables first: the conversation's own names always win.
+        # llama.cpp's defaults, then the template's variables: the conversation's names win.
         context = {
+            **default_variables(extra.get("tools", [])),
             **self._kwargs,
             "messages": [_jinja_message(m) for m in turns],
             "add_generation_prompt": end is PromptEnd.REPLY,

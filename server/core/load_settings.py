@@ -29,6 +29,18 @@ class TemplateChoice:
 
 
 @dataclass(frozen=True)
+class ModelOptions:
+    """How llama.cpp loads the model and sizes its KV cache (KV type, flash attention, mmap,
+    mlock, RoPE, overrides, MoE on the CPU, BOS): server/core/llama/model.py applies them."""
+
+
+@dataclass(frozen=True)
+class SpeculationSettings:
+    """Speculative decoding: which drafter (n-grams of the text so far, or a draft model) and
+    its sizes; server/core/llama/ applies it."""
+
+
+@dataclass(frozen=True)
 class LoadSettings:
     contextsize: int = 4096
     batch_size: int = DEFAULT_BATCH
@@ -49,3 +61,5 @@ class LoadSettings:
     cachedir: str | None = None  # also keep cached prompts on disk, here
     cachedisk_mib: int = DEFAULT_CACHE_DISK_MIB  # the bound on that folder (per model)
     template: TemplateChoice = field(default_factory=TemplateChoice)  # the chat template
+    options: ModelOptions = field(default_factory=ModelOptions)  # KV type, flash attention, ...
+    speculation: SpeculationSettings = field(default_factory=SpeculationSettings)

@@ -47,6 +47,21 @@ def compile_template(source: str) -> jinja2.Template:
         raise ChatTemplateError(_said(exc)) from None
 
 
+def default_variables(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """What llama.cpp gives every template besides the conversation, so that a template written
+    for llama-server renders the same here: today's date in the two spellings Llama 3.x's and
+    FireFunction's templates read, and `enable_thinking` on (templates patched for llama.cpp
+    test `{% if not enable_thinking %}` and would otherwise close every thought). FireFunction's
+    template also reads its tools as one JSON text, `functions`."""
+    today = datetime.now()
+    return {
+        "date_string": today.strftime("%d %b %Y"),
+        "datetime": today.strftime("%b %d %Y"),
+        "enable_thinking": True,
+        "functions": json.dumps(tools, indent=2) if tools else "",
+    }
+
+
 def render_template(template: jinja2.Template, origin: str, context: Mapping[str, Any]) -> str:
     """`template` rendered with `context`; ChatTemplateError naming `origin` on any failure."""
     try:

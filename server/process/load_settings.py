@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from server.core.load_settings import LoadSettings, TemplateChoice
+from server.core.load_settings import (
+    LoadSettings,
+    ModelOptions,
+    SpeculationSettings,
+    TemplateChoice,
+)
 from server.core.named_templates import NAMED_TEMPLATES, named_template
 from server.core.template_jinja import ChatTemplateError, compile_template
 from server.settings.config import HearthSettings
@@ -41,7 +46,19 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
         cachedir=settings.cachedir,
         cachedisk_mib=settings.cachedisk,
         template=template_choice(settings),
+        options=model_options(settings),
+        speculation=speculation_settings(settings),
     )
+
+
+def model_options(settings: HearthSettings) -> ModelOptions:
+    """KV cache type, flash attention, mmap/mlock, RoPE, overrides, MoE, BOS."""
+    return ModelOptions()
+
+
+def speculation_settings(settings: HearthSettings) -> SpeculationSettings:
+    """Which drafter speculative decoding uses, and its sizes."""
+    return SpeculationSettings()
 
 
 class TemplateSettingError(ValueError):

@@ -67,6 +67,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "reasoningeffort": ("--reasoningeffort", "--reasoning-effort"),  # and llama-server's
     "reasoning_format": ("--reasoning-format",),  # llama-server's flag
     "reasoning_budget": ("--reasoning-budget",),  # llama-server's flag
+    # -- model-loading options (server/settings/model_fields.py) --
+    # -- speculative decoding (server/settings/speculation_fields.py) --
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -95,6 +97,8 @@ _METAVARS = {
     "reasoningeffort": "LEVEL",
     "reasoning_format": "none|deepseek|auto",
     "reasoning_budget": "N",
+    # -- model-loading options --
+    # -- speculative decoding --
 }
 
 

@@ -4,11 +4,13 @@ templates `--chat-template NAME` picks."""
 
 from __future__ import annotations
 
+import json
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from server.core.chat import ChatMessage, ChatTemplate, ChatTemplateError, ToolCall
+from server.core.chat import ChatMessage, ChatTemplate, ChatTemplateError, ToolCall, ToolSpec
 from server.core.named_templates import NAMED_TEMPLATES, named_template
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
@@ -28,13 +30,29 @@ def test_the_server_s_variables_reach_the_template_and_a_request_s_win() -> None
     assert asked.kwargs == {"greeting": "HELLO", "enable_thinking": True}
     assert server_wide.kwargs == {"greeting": "HELLO", "enable_thinking": False}  # unchanged
     assert server_wide.with_kwargs(None) is server_wide
-    assert marked().render(HI).prompt.endswith("[NOTHINK]\n")  # enable_thinking undefined
+    # Nothing said: on, as llama.cpp tells every template (its patched templates read
+    # `{% if not enable_thinking %}` and would close every thought otherwise).
+    assert marked().render(HI).prompt.endswith("[THINK]\n")
 
 
 def test_the_conversation_s_own_names_win_over_template_variables() -> None:
     template = marked(messages=[], add_generation_prompt=False)
     assert "<|im_start|>user\nHi" in template.render(HI).prompt
-    assert template.render(HI).prompt.endswith("[NOTHINK]\n")
+    assert template.render(HI).prompt.endswith("[THINK]\n")
+
+
+def test_templates_get_llama_cpp_s_date_and_firefunction_s_functions() -> None:
+    """Llama 3.x templates print `date_string` (else a fixed day in 2024), FireFunction's
+    `datetime` and its tools as one JSON text, `functions`; llama-server gives all three."""
+    shows = ChatTemplate("{{ date_string }}|{{ datetime }}|{{ functions }}", "llama")
+    today = date.today()
+    plain = shows.render(HI).prompt
+    assert plain == f"{today:%d %b %Y}|{today:%b %d %Y}|"
+    tool = ToolSpec("lookup", "Looks a word up", {"type": "object", "properties": {}})
+    with_tools = shows.render(HI, tools=[tool], native_tools=True).prompt
+    functions = json.loads(with_tools.split("|", 2)[2])
+    assert functions[0]["function"]["name"] == "lookup"
+    assert shows.with_kwargs({"date_string": "1 Jan 2000"}).render(HI).prompt.startswith("1 Jan")
 
 
 def test_where_a_template_came_from_is_said() -> None:

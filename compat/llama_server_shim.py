@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""A stand-in `llama-server` binary for the test files of llama.cpp's suite that start a server
+of their own per test (`make compat`'s "spawned" files, e.g. unit/test_template.py).
+
+The suite's `ServerProcess.start()` runs `$LLAMA_SERVER_BIN_PATH` with llama-server's flags,
+built from each test's own settings (chat template file, `--reasoning`, `--n-predict`...). This
+script is that binary. It rewrites the command line for the server under test and replaces
+itself (exec) with it, so the suite's terminate/kill reach the server directly:
+
+- llama-server (`HEARTH_SHIM_TARGET=llama-server`): the same flags, except that the model the
+  test names on Hugging Face (no network here) becomes the local model file.
+- Hearth (`HEARTH_SHIM_TARGET=hearth`): each flag Hearth has is spelled Hearth's way; flags for
+  things Hearth has no setting for are left out and listed on stderr (the server log), so a case
+  that depended on one fails visibly rather than mysteriously.
+
+Standard library only: it runs under whichever Python the suite's virtualenv has.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+# llama-server flag -> Hearth flag, for flags that take a value.
+HEARTH_VALUE_FLAGS = {
+    "--host": "--host",
+    "--port": "--port",
+    "--seed": "--seed",
+    "--threads": "--threads",
+    "--ctx-size": "--contextsize",
+    "--parallel": "--parallelrequests",
+    "--n-predict": "--defaultgenamt",
+    "--batch-size": "--batchsize",
+    "--api-key": "--password",
+    "--chat-template": "--chat-template",
+    "--chat-template-file": "--chat-template-file",
+    "--chat-template-kwargs": "--chat-template-kwargs",
+    "--reasoning-format": "--reasoning-format",
+    "--reasoning-budget": "--reasoning-budget",
+    "--reasoning": "--reasoning",
+    "--slot-save-path": "--slot-save-path",
+    "--cache-ram": "--cache-ram",
+}
+# llama-server switch -> Hearth switch.
+HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics"}
+# Switches that are Hearth's behaviour anyway (no flag needed) or have no meaning for it.
+SILENT_SWITCHES = {"--offline", "--no-jinja", "--slots", "--no-ui", "--no-webui", "--cont-batching"}
+# llama-server flags that take a value; the ones Hearth lacks are left out with their value.
+VALUE_FLAGS = {
+    *HEARTH_VALUE_FLAGS,
+    "--model",
+    "--model-url",
+    "--hf-repo",
+    "--hf-file",
+    "--model-draft",
+    "--models-dir",
+    "--models-max",
+    "--models-preset",
+    "--cors-origins",
+    "--ubatch-size",
+    "--n-gpu-layers",
+    "--pooling",
+    "--alias",
+    "--tags",
+    "-ctk",
+    "-ctv",
+    "-fa",
+    "--grp-attn-n",
+    "--grp-attn-w",
+    "--lora",
+    "--spec-type",
+    "--spec-draft-n-max",
+    "--spec-draft-n-min",
+    "--spec-synth-len",
+    "--spec-synth-rates",
+    "--temp",
+    "--mmproj-url",
+    "--media-path",
+    "--sleep-idle-seconds",
+    "--tools",
+    "--tools-runtime",
+    "--mcp-servers-config",
+    "--mcp-servers-json",
+    "--draft-max",
+    "--draft-min",
+}
+# Flags whose value is a path: made absolute before the server is started elsewhere.
+PATH_FLAGS = {"--chat-template-file", "--slot-save-path", "--model", "--lora", "--media-path"}
+MODEL_FLAGS = {"--model", "--model-url", "--hf-repo", "--hf-file"}
+
+
+def split_flags(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """llama-server's command line as (flag, value or None) pairs."""
+    pairs: list[tuple[str, str | None]] = []
+    index = 0
+    while index < len(argv):
+        flag = argv[index]
+        takes_value = flag in VALUE_FLAGS or (
+            flag not in HEARTH_SWITCHES
+            and flag not in SILENT_SWITCHES
+            and index + 1 < len(argv)
+            and not argv[index + 1].startswith("-")
+        )
+        value = argv[index + 1] if takes_value and index + 1 < len(argv) else None
+        if value is not None and flag in PATH_FLAGS:
+            value = str(Path(value).resolve())
+        pairs.append((flag, value))
+        index += 2 if takes_value else 1
+    return pairs
+
+
+def hearth_command(pairs: Sequence[tuple[str, str | None]], python: str, model: str) -> list[str]:
+    command = [python, "-m", "server", "--skiplauncher", "--model", model]
+    left_out = []
+    for flag, value in pairs:
+        if flag in MODEL_FLAGS:
+            continue
+        if value is not None and flag in HEARTH_VALUE_FLAGS:
+            command += [HEARTH_VALUE_FLAGS[flag], value]
+        elif value is None and flag in HEARTH_SWITCHES:
+            command.append(HEARTH_SWITCHES[flag])
+        elif flag not in SILENT_SWITCHES:
+            left_out.append(flag if value is None else f"{flag} {value}")
+    if left_out:
+        sys.stderr.write("[hearth shim] not passed to Hearth: " + ", ".join(left_out) + "\n")
+    return command
+
+
+def llama_server_command(
+    pairs: Sequence[tuple[str, str | None]], binary: str, model: str
+) -> list[str]:
+    command = [binary, "--model", model]
+    for flag, value in pairs:
+        if flag not in MODEL_FLAGS:
+            command += [flag] if value is None else [flag, value]
+    return command
+
+
+def main(argv: Sequence[str]) -> None:
+    pairs = split_flags(argv)
+    target = os.environ["HEARTH_SHIM_TARGET"]
+    model = os.environ["HEARTH_SHIM_MODEL"]
+    if target == "hearth":
+        command = hearth_command(pairs, os.environ["HEARTH_SHIM_PYTHON"], model)
+    else:
+        command = llama_server_command(pairs, os.environ["HEARTH_SHIM_BINARY"], model)
+    extra = os.environ.get("HEARTH_SHIM_EXTRA", "")
+    command += extra.split()
+    sys.stderr.write("[hearth shim] " + " ".join(command) + "\n")
+    sys.stderr.flush()
+    # Hearth imports its `server` package from the checkout under test.
+    os.chdir(os.environ.get("HEARTH_SHIM_CWD", "."))
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
