@@ -69,8 +69,9 @@ bench: install
 	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36'
 	$(BIN)/python bench/compare.py
 
-# llama.cpp's own server tests (from the llama-cpp-python 0.3.36 sdist) against Hearth, in their
-# "external server" mode: a per-case report, not a pass/fail gate (see docs/COMPATIBILITY.md).
+# llama.cpp's own server tests (from the llama-cpp-python 0.3.36 sdist) against Hearth, each test
+# starting its server through compat/llama_server_shim.py: a per-case report, not a pass/fail
+# gate (see docs/COMPATIBILITY.md).
 # The tests' requirements get a virtualenv of their own in ~/.cache/hearth-compat.
 # COMPAT_ARGS: e.g. `--against llama-server` (the baseline) or `--report compat.json`.
 COMPAT_ARGS ?=

@@ -184,7 +184,9 @@ class MainWindow(QMainWindow):
             return False
         self.show_settings(settings)
         self._remember(path)
-        self.show_notice(f"Loaded {path.name}.", "info")
+        text, why = settings_store.loaded_notice(path.name, settings)
+        self.show_notice(text, "info")
+        self.notice.setToolTip(why)  # the keys Hearth does not apply, and why
         return True
 
     def save_file(self, path: Path) -> Path | None:
@@ -234,6 +236,7 @@ class MainWindow(QMainWindow):
 
     def show_notice(self, text: str, kind: str = "info") -> None:
         self.notice.setText(text)
+        self.notice.setToolTip("")
         self.notice.setStyleSheet(NOTICE_STYLES[kind])
         self.notice.show()
 

@@ -19,10 +19,12 @@ from server.base.atomic_file import write_text_atomically
 from server.base.defaults import DEFAULT_MULTIUSER
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError, load_kcpps, save_kcpps
+from server.settings.key_fates import not_applied, not_applied_lines
 
 PREFERENCES_FILE = "launcher.toml"
 MAX_RECENT = 8
 LAUNCHER_MIN_MULTIUSER = 2
+NOTICE_KEYS = 8  # keys a notice names before "and N more" (the tooltip names them all)
 
 
 def validate_form(
@@ -78,6 +80,19 @@ def load_for_launcher(path: Path) -> HearthSettings:
     return apply_launcher_rules(load_kcpps(path))
 
 
+def loaded_notice(name: str, settings: HearthSettings) -> tuple[str, str]:
+    """What the launcher says after loading the settings file `name`, and its tooltip: the
+    keys the file sets that Hearth does not apply, the reasons in the tooltip."""
+    fates = not_applied(settings.model_dump())
+    if not fates:
+        return f"Loaded {name}.", ""
+    keys = [fate.key for fate in fates]
+    if len(keys) > NOTICE_KEYS:
+        keys[NOTICE_KEYS - 1 :] = [f"and {len(keys) - NOTICE_KEYS + 1} more"]
+    text = f"Loaded {name}. Not applied by Hearth: {', '.join(keys)} (hover here for why)."
+    return text, "\n".join(not_applied_lines(fates, name))
+
+
 @dataclass
 class Preferences:
     """What the launcher remembers between runs."""
@@ -128,6 +143,7 @@ __all__ = [
     "apply_launcher_rules",
     "load_for_launcher",
     "load_preferences",
+    "loaded_notice",
     "save_kcpps",
     "save_preferences",
 ]

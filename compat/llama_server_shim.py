@@ -18,6 +18,7 @@ Standard library only: it runs under whichever Python the suite's virtualenv has
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -44,7 +45,9 @@ HEARTH_VALUE_FLAGS = {
     "--cache-ram": "--cache-ram",
 }
 # llama-server switch -> Hearth switch.
-HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics"}
+HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics", "--verbose": "--verbose"}
+# llama-server's `--n-predict -1` (until the context is full) as Hearth's largest default length.
+HEARTH_UNLIMITED_PREDICT = "16384"
 # Switches that are Hearth's behaviour anyway (no flag needed) or have no meaning for it.
 SILENT_SWITCHES = {"--offline", "--no-jinja", "--slots", "--no-ui", "--no-webui", "--cont-batching"}
 # llama-server flags that take a value; the ones Hearth lacks are left out with their value.
@@ -117,7 +120,12 @@ def hearth_command(pairs: Sequence[tuple[str, str | None]], python: str, model: 
     for flag, value in pairs:
         if flag in MODEL_FLAGS:
             continue
-        if value is not None and flag in HEARTH_VALUE_FLAGS:
+        if flag == "--n-predict" and value is not None and int(value) < 0:
+            command += ["--defaultgenamt", HEARTH_UNLIMITED_PREDICT]
+        elif flag == "--temp" and value is not None:
+            # Hearth has no server-wide temperature flag; KoboldCpp's default parameters say it.
+            command += ["--gendefaults", json.dumps({"temperature": float(value)})]
+        elif value is not None and flag in HEARTH_VALUE_FLAGS:
             command += [HEARTH_VALUE_FLAGS[flag], value]
         elif value is None and flag in HEARTH_SWITCHES:
             command.append(HEARTH_SWITCHES[flag])

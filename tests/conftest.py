@@ -20,7 +20,13 @@ from server.settings.config import HearthSettings
 from tests.support import instruct_model
 from tests.support.gguf_rename import renamed_copy
 from tests.support.hub_server import STORY_FILE, STORY_NAME, LocalHub, serve_hub
-from tests.support.servers import RunningServer, serve_in_thread, start_subprocess, stop_process
+from tests.support.servers import (
+    RunningServer,
+    ask_to_stop,
+    serve_in_thread,
+    start_subprocess,
+    wait_stopped,
+)
 from tests.support.shared_ssl import share_bundle_contexts
 
 # The fixtures that start `python -m server` on the real model. A test that starts one some
@@ -53,8 +59,12 @@ def start_hearth() -> Iterator[Callable[..., RunningServer]]:
         return server
 
     yield start
+    # Told to stop all at once, then waited for: each takes a moment to shut down (its slots,
+    # its prompt cache), which one after another cost half a minute at the session's end.
     for server in started:
-        stop_process(server)
+        ask_to_stop(server)
+    for server in started:
+        wait_stopped(server)
 
 
 @pytest.fixture(scope="session")

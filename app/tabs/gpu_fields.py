@@ -20,7 +20,13 @@ from app.tabs.fields import spin_box
 from server.base.defaults import DEFAULT_BATCH
 from server.devices.backends import GPU_BUILD_HINT
 from server.devices.listing import ListedDevice
-from server.models.memory import auto_gpu_layers, estimate_memory, mib
+from server.models.memory import (
+    KvCacheLayout,
+    auto_gpu_layers,
+    estimate_memory,
+    kv_cache_layout,
+    mib,
+)
 from server.settings.config import HearthSettings
 
 AUTO_BACKEND = "auto"  # no flag: llama.cpp uses every GPU it finds
@@ -65,6 +71,7 @@ class GpuFields(QObject):
         self._kept_cuda_words: list[str] | None = None
         self._model: Path | None = None
         self._context = 4096
+        self._kv = KvCacheLayout()  # the loaded settings' KV cache type and place
         self._fill_backends(AUTO_BACKEND)
         if not self.has_gpu:
             # A CPU-only build offloads nothing, whatever the fields say: show that.
@@ -110,6 +117,9 @@ class GpuFields(QObject):
         self._kept_layers = settings.gpulayers
         self._kept_backend = backend_key(settings)
         self._kept_cuda_words = settings.usecuda
+        type_k, type_v = settings.kv_cache_types
+        on_device = not settings.kv_in_system_memory
+        self._kv, _ = kv_cache_layout(type_k, type_v, settings.flash_attention, on_device)
         self._fill_backends(self._kept_backend)
         self.gpu_layers.setValue(settings.gpulayers if self.has_gpu else -1)
         self._update()
@@ -216,7 +226,8 @@ class GpuFields(QObject):
         try:
             from server.models.gguf import gguf_summary
 
-            estimate = estimate_memory(gguf_summary(self._model), self._context, DEFAULT_BATCH)
+            summary = gguf_summary(self._model)
+            estimate = estimate_memory(summary, self._context, DEFAULT_BATCH, self._kv)
         except (OSError, ValueError):
             return ""  # the model field says what is wrong with the file
         free = sum(device.free_bytes for device in gpus)

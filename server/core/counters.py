@@ -96,6 +96,11 @@ class ServerCounters:
     disconnects: int = 0  # requests whose client left before their end
     queue_wait: WaitHistogram = field(default_factory=WaitHistogram)
     requests_by_dialect: dict[str, int] = field(default_factory=dict)  # admitted requests
+    # Speculative decoding: draft tokens decoded, those accepted, and the decodes that
+    # checked drafts (llama-server's n_draft_tokens, n_draft_accepted, n_draft_verif_steps).
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    draft_steps: int = 0
 
     def record_outcome(self, outcome: GenerationOutcome) -> None:
         """Add a finished generation's figures (a request that never ran adds zeros)."""
@@ -110,6 +115,9 @@ class ServerCounters:
         self.longest_sequence = max(
             self.longest_sequence, outcome.prompt_tokens + outcome.completion_tokens
         )
+        self.draft_tokens += outcome.draft_tokens
+        self.draft_accepted += outcome.draft_accepted
+        self.draft_steps += outcome.draft_steps
 
     def admitted(self, dialect: str) -> None:
         self.requests_by_dialect[dialect] = self.requests_by_dialect.get(dialect, 0) + 1

@@ -33,11 +33,48 @@ class ModelOptions:
     """How llama.cpp loads the model and sizes its KV cache (KV type, flash attention, mmap,
     mlock, RoPE, overrides, MoE on the CPU, BOS): server/core/llama/model.py applies them."""
 
+    flash_attention: str = "auto"  # on, off, or auto (on where the device supports it)
+    cache_type_k: str = "f16"  # ggml's names: f16, bf16, q8_0, q5_1, q4_0, ...
+    cache_type_v: str = "f16"  # a quantized V needs flash attention: f16 when it is off
+    load_mode: str = "auto"  # llama.cpp's: auto, none, mmap, mlock, mmap+mlock, dio
+    offload_kv: bool = True  # False (--lowvram): the KV cache stays in system memory
+    rope_freq_base: float = 0.0  # 0: the model's own
+    rope_freq_scale: float = 0.0  # 0: the model's own
+    kv_overrides: tuple[tuple[str, str, str], ...] = ()  # (key, int|float|bool|str, value)
+    tensor_overrides: tuple[tuple[str, str], ...] = ()  # (regex, buffer type name)
+    moe_cpu_layers: int = 0  # the experts of the first N layers stay on the CPU
+    moe_experts: int = -1  # experts used per token; -1: the model's own
+    add_bos: bool = True  # False (--nobostoken): prompts get no BOS token
+    gen_limit: int = 0  # the most tokens any request generates; 0: no limit
+
+    def fingerprint(self) -> str:
+        """What of these a saved KV state depends on, for the prompt cache on disk (the cache
+        types and their layout under flash attention, RoPE, metadata overrides)."""
+        return (
+            f"kv={self.cache_type_k}/{self.cache_type_v}|fa={self.flash_attention}"
+            f"|rope={self.rope_freq_base}/{self.rope_freq_scale}"
+            f"|kvo={self.kv_overrides}|experts={self.moe_experts}|bos={self.add_bos}"
+        )
+
 
 @dataclass(frozen=True)
 class SpeculationSettings:
     """Speculative decoding: which drafter (n-grams of the text so far, or a draft model) and
-    its sizes; server/core/llama/ applies it."""
+    its sizes; server/core/llama/ applies it (speculation.py)."""
+
+    kind: str = "none"  # llama-server's --spec-type: none, ngram-simple or ngram-mod
+    ngram_size_n: int = 12  # ngram-simple: tokens looked up
+    ngram_size_m: int = 48  # ngram-simple: the longest draft
+    mod_n_match: int = 24  # ngram-mod: tokens looked up
+    mod_n_min: int = 48  # ngram-mod: fewer found, no draft
+    mod_n_max: int = 64  # ngram-mod: the longest draft
+    # A draft model's (KoboldCpp's draftamount, llama-server's --spec-draft-n-max / -n-min);
+    # the n-gram kinds have their own sizes above, as in llama-server.
+    draft_max: int = 8
+    draft_min: int = 0
+    draft_model: str | None = None  # KoboldCpp's draftmodel (not applied yet)
+    draft_gpu_layers: int = 999
+    draft_gpu_split: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,9 @@ class GenerationRequest:
     # Whose prompt this is, for --privatecache: the key the client presented, else its host
     # (a digest, never the key itself). Cached prompts are restored only for the same owner.
     cache_owner: str = ""
+    # llama-server's `cache_prompt: false`: the prompt is read from scratch, reusing no cached
+    # prefix (so that the same request gives the same logits, whatever the cache holds).
+    reuse_cache: bool = True
     # A thinking model's thought (server/core/reasoning.py): `thinking_open` when the prompt
     # ends inside one (the template opened it), its tags, and the tokens it may take before
     # the engine writes the end tag itself and the model answers (None: no limit).
@@ -202,6 +205,11 @@ class GenerationOutcome:
     # Refused as sent (finish_reason ERROR, `error` says why): the client's mistake, such as
     # an embedding input longer than the model takes, so an HTTP 400 rather than a 500.
     input_rejected: bool = False
+    # Speculative decoding (llama-server's `draft_n`, `draft_n_accepted`): draft tokens
+    # decoded, those that became part of the reply, and the decodes that checked drafts.
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    draft_steps: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from typing_extensions import TypedDict
 
+from server.dialects.generation_defaults import with_generation_defaults
+
 BUSY_MESSAGE = "Server is busy; please try again later."
 UNAUTHORIZED_MESSAGE = "Authentication key is missing or invalid."
 
@@ -279,9 +281,32 @@ async def parse_json_body(
     except ValidationError as exc:
         status = validation_status(dialect)
         raise APIError(status, describe_validation_error(exc), dialect=dialect) from None
+    body = _with_server_defaults(request, model, data, body, dialect)
     ignored: IgnoredFields = request.app.state.ignored_fields
     ignored.note(body, request.url.path)
     return body
+
+
+def _with_server_defaults(
+    request: Request, model: type[ModelT], data: dict[str, Any], body: ModelT, dialect: Dialect
+) -> ModelT:
+    """The body with --gendefaults filled in (server/dialects/generation_defaults.py), read
+    again; the request was checked as the client sent it first, so a default that does not
+    fit is the server's error, and said so."""
+    settings = getattr(request.app.state, "settings", None)
+    if settings is None or not settings.gendefaults:
+        return body
+    merged = with_generation_defaults(
+        data, model, settings.gendefaults, settings.gendefaultsoverwrite
+    )
+    if merged is data:
+        return body
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        problem = describe_validation_error(exc)
+        message = f"The server's --gendefaults do not fit: {problem}"
+        raise APIError(500, message, dialect=dialect) from None
 
 
 def json_depth(value: Any) -> int:

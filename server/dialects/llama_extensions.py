@@ -67,6 +67,9 @@ class Timings(PredictedTimings):
     prompt_ms: float
     prompt_per_token_ms: float
     prompt_per_second: float
+    # Speculative decoding's draft tokens and those accepted, when it drafted any.
+    draft_n: NotRequired[int]
+    draft_n_accepted: NotRequired[int]
 
 
 class NativeChunk(TypedDict):
@@ -117,14 +120,22 @@ def predicted_timings(tokens: int, seconds: float) -> PredictedTimings:
 def timings(outcome: GenerationOutcome) -> Timings:
     processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
     prompt_ms = outcome.prompt_seconds * 1000
-    return {
+    predicted = predicted_timings(outcome.completion_tokens, outcome.generation_seconds)
+    figures: Timings = {
         "cache_n": outcome.reused_prompt_tokens,
         "prompt_n": processed,
         "prompt_ms": prompt_ms,
         "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
         "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
-        **predicted_timings(outcome.completion_tokens, outcome.generation_seconds),
+        "predicted_n": predicted["predicted_n"],
+        "predicted_ms": predicted["predicted_ms"],
+        "predicted_per_token_ms": predicted["predicted_per_token_ms"],
+        "predicted_per_second": predicted["predicted_per_second"],
     }
+    if outcome.draft_tokens:  # as llama-server: only when something was drafted
+        figures["draft_n"] = outcome.draft_tokens
+        figures["draft_n_accepted"] = outcome.draft_accepted
+    return figures
 
 
 def stop_type(outcome: GenerationOutcome) -> str:

@@ -12,7 +12,8 @@ meaning, except:
   which would change the name; a largest-seen value is a gauge in Prometheus's terms anyway.
 - Without `--metrics` the route answers 404 (llama-server: 501): no request makes Hearth
   answer a 5xx (docs/RELIABILITY.md), and the route is as good as absent.
-- Hearth has no speculative decoding: the `spec_decode_*` counters stay 0.
+- The `spec_decode_*` counters count only finished requests (as llama-server, which adds a
+  request's figures when it ends); the per-position acceptance counter is not kept.
 - `prompt_seconds_total` includes sampling a request's first token (Hearth times the prompt
   up to its first token).
 
@@ -114,17 +115,19 @@ def _llama_server_counters(reading: MetricsReading) -> Iterator[Metric]:
     )
     yield _counter("n_decode_total", "Total number of llama_decode() calls", decodes.calls)
     yield _counter(
-        "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0
+        "spec_decode_num_draft_tokens_total",
+        "Speculative: Total draft tokens generated",
+        counters.draft_tokens,
     )
     yield _counter(
         "spec_decode_num_accepted_tokens_total",
         "Speculative: Total draft tokens accepted by the target model",
-        0,
+        counters.draft_accepted,
     )
     yield _counter(
         "spec_decode_num_drafts_total",
         "Speculative: Total speculative decoding verification steps",
-        0,
+        counters.draft_steps,
     )
 
 

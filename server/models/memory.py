@@ -3,9 +3,10 @@
 An estimate from the GGUF header alone (no loading), used by the launcher's GPU Layers "Auto"
 and by `--gpulayers -1` (KoboldCpp's autofit): the repeating layers' weights as stored, the
 output layer (the token embedding again when the model ties them: llama.cpp then keeps one
-copy on the CPU for the input and one on the device for the output), an f16 KV cache for the
-whole context, and llama.cpp's compute buffer for one batch. Like KoboldCpp's it is an
-estimate ("often inaccurate, set yourself"), so it leaves headroom.
+copy on the CPU for the input and one on the device for the output), the KV cache for the
+whole context in its type (f16 unless --quantkv or -ctk/-ctv say otherwise; on the device
+unless --lowvram keeps it in system memory), and llama.cpp's compute buffer for one batch.
+Like KoboldCpp's it is an estimate ("often inaccurate, set yourself"), so it leaves headroom.
 """
 
 from __future__ import annotations
@@ -18,11 +19,52 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the header reader imports numpy (via gguf); the estimate itself does not
     from server.models.gguf import GGUFSummary
 
-_KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 KV cache
+# Bytes per cached value of each KV cache type: ggml's block size over its values per block
+# (q8_0: 34 bytes for 32 values).
+KV_BYTES_PER_VALUE = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q5_1": 24 / 32,
+    "q5_0": 22 / 32,
+    "q4_1": 20 / 32,
+    "q4_0": 18 / 32,
+    "iq4_nl": 18 / 32,
+}
+_FULL_PRECISION = frozenset({"f32", "f16", "bf16"})
 _FLOAT_BYTES = 4
 # Kept free on the device for the driver, other programs and the estimate's error.
 HEADROOM_BYTES = 256 * 2**20
 MIB = 2**20
+
+
+@dataclass(frozen=True)
+class KvCacheLayout:
+    """The KV cache's types and where it lives: what the estimate needs of the settings."""
+
+    type_k: str = "f16"
+    type_v: str = "f16"
+    on_device: bool = True  # False: --lowvram keeps it in system memory
+
+    @property
+    def value_bytes(self) -> tuple[float, float]:
+        return KV_BYTES_PER_VALUE[self.type_k], KV_BYTES_PER_VALUE[self.type_v]
+
+
+def kv_cache_layout(
+    type_k: str, type_v: str, flash_attention: str, on_device: bool = True
+) -> tuple[KvCacheLayout, str | None]:
+    """The KV cache llama.cpp can make of what was asked, and why it differs when it does:
+    a quantized V cache needs flash attention, so with it off V stays f16 (KoboldCpp's way)
+    rather than the context failing."""
+    if flash_attention == "off" and type_v not in _FULL_PRECISION:
+        note = (
+            f"a {type_v} V cache needs flash attention, which is off: the V cache stays f16 "
+            f"(K is {type_k}); use --flash-attn on or auto to quantize it"
+        )
+        return KvCacheLayout(type_k, "f16", on_device), note
+    return KvCacheLayout(type_k, type_v, on_device), None
 
 
 @dataclass(frozen=True)
@@ -34,6 +76,7 @@ class MemoryEstimate:
     compute_bytes: int  # the compute buffer for one batch
     logits_bytes: int  # the part of the compute buffer for the output layer's logits
     file_bytes: int = 0  # the GGUF file: all weights, as llama.cpp maps them on the CPU
+    kv_on_device: bool = True  # False: --lowvram, the KV cache stays in system memory
 
     @property
     def all_layers(self) -> int:
@@ -45,7 +88,8 @@ class MemoryEstimate:
         repeating = min(max(gpu_layers, 0), self.layers)
         if repeating == 0:
             return 0
-        total = repeating * (self.layer_bytes + self.kv_layer_bytes) + self.compute_bytes
+        kv = self.kv_layer_bytes if self.kv_on_device else 0
+        total = repeating * (self.layer_bytes + kv) + self.compute_bytes
         if gpu_layers > self.layers:
             total += self.output_bytes + self.logits_bytes
         return total
@@ -57,7 +101,12 @@ class MemoryEstimate:
         return self.file_bytes + kv + self.compute_bytes + self.logits_bytes
 
 
-def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEstimate:
+def estimate_memory(
+    summary: GGUFSummary, context: int, batch: int, kv: KvCacheLayout | None = None
+) -> MemoryEstimate:
+    """`kv`: the KV cache's types and place (default: f16, on the device)."""
+    kv = kv or KvCacheLayout()
+
     def number(key: str, default: int) -> int:
         value = summary.architecture_number(key)
         return default if value is None else value
@@ -72,7 +121,8 @@ def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEst
     layer_total = sum(size for name, size in sizes.items() if name.startswith("blk."))
     output = sizes.get("output.weight", sizes.get("token_embd.weight", 0))
     output += sizes.get("output_norm.weight", 0)
-    kv_layer = context * kv_heads * (key_length + value_length) * _KV_BYTES_PER_VALUE
+    key_bytes, value_bytes = kv.value_bytes
+    kv_layer = int(context * kv_heads * (key_length * key_bytes + value_length * value_bytes))
     # Activations of one batch (a few embedding-wide rows per token) and the attention scores
     # of one batch against the whole context; the logits only where the output layer runs.
     compute = batch * _FLOAT_BYTES * (8 * embedding + heads * context)
@@ -84,6 +134,7 @@ def estimate_memory(summary: GGUFSummary, context: int, batch: int) -> MemoryEst
         compute_bytes=compute,
         logits_bytes=batch * summary.vocabulary_size * _FLOAT_BYTES,
         file_bytes=summary.file_size,
+        kv_on_device=kv.on_device,
     )
 
 

@@ -12,6 +12,7 @@ from server.core.types import FinishReason, GenerationOutcome
 from server.devices.backends import GPU_BUILD_HINT
 from server.devices.placement import CPU_ONLY, Placement
 from server.settings.config import HearthSettings
+from server.settings.key_fates import not_applied, not_applied_lines
 
 logger = logging.getLogger("hearth")
 
@@ -48,6 +49,13 @@ def announce_backend(
             "on the other GPUs it has" if gpu_backends else "on the CPU",
         )
     logger.info("Backend: %s.", placement.describe())
+
+
+def announce_not_applied(settings: HearthSettings, source: str | None = None) -> None:
+    """Name once each key of the settings file (`source`, its name) that Hearth does not
+    apply, and why: a KoboldCpp preset's image model or tunnel must not pass in silence."""
+    for line in not_applied_lines(not_applied(settings.model_dump()), source):
+        logger.info("%s", line)
 
 
 def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:

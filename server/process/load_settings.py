@@ -53,12 +53,40 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
 
 def model_options(settings: HearthSettings) -> ModelOptions:
     """KV cache type, flash attention, mmap/mlock, RoPE, overrides, MoE, BOS."""
-    return ModelOptions()
+    type_k, type_v = settings.kv_cache_types
+    rope_base, rope_scale = settings.rope_frequencies
+    return ModelOptions(
+        flash_attention=settings.flash_attention,
+        cache_type_k=type_k,
+        cache_type_v=type_v,
+        load_mode=settings.model_load_mode,
+        offload_kv=not settings.kv_in_system_memory,
+        rope_freq_base=rope_base,
+        rope_freq_scale=rope_scale,
+        kv_overrides=tuple(settings.kv_override_list),
+        tensor_overrides=tuple(settings.tensor_override_list),
+        moe_cpu_layers=settings.moecpu,
+        moe_experts=settings.moeexperts,
+        add_bos=not settings.nobostoken,
+        gen_limit=settings.genlimit,
+    )
 
 
 def speculation_settings(settings: HearthSettings) -> SpeculationSettings:
     """Which drafter speculative decoding uses, and its sizes."""
-    return SpeculationSettings()
+    return SpeculationSettings(
+        kind=settings.spec_type,
+        ngram_size_n=settings.spec_ngram_simple_size_n,
+        ngram_size_m=settings.spec_ngram_simple_size_m,
+        mod_n_match=settings.spec_ngram_mod_n_match,
+        mod_n_min=settings.spec_ngram_mod_n_min,
+        mod_n_max=settings.spec_ngram_mod_n_max,
+        draft_max=settings.draftamount,
+        draft_min=settings.spec_draft_n_min,
+        draft_model=settings.draftmodel,
+        draft_gpu_layers=settings.draftgpulayers,
+        draft_gpu_split=_frozen(settings.draftgpusplit),
+    )
 
 
 class TemplateSettingError(ValueError):

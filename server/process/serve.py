@@ -12,15 +12,16 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from server.devices.rpc_endpoints import RpcAddressError, worker_endpoints
-from server.process.console import setup_console_logging
+from server.process.console import announce_not_applied, setup_console_logging
 from server.process.exit_codes import EXIT_USAGE
 from server.process.parent_watch import stop_when_launcher_leaves
 from server.process.rpc_supervisor import run_supervised, supervised
-from server.settings.cli import CommandLine, parse_command_line
+from server.settings.cli import CommandLine, build_parser, parse_command_line
 from server.settings.kcpps import SettingsFileError
 
 
@@ -63,8 +64,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from server.process.start import serve
 
     setup_console_logging()
+    announce_not_applied(settings, _settings_file_name(arguments))
     stop_when_launcher_leaves(_request_shutdown)
     return serve(settings)
+
+
+def _settings_file_name(arguments: list[str]) -> str | None:
+    """The name of the settings file given (--config or the positional .kcpps), for the
+    console. A positional GGUF is named too, harmlessly: without a settings file there are no
+    keys to report."""
+    given = vars(build_parser().parse_args(arguments))
+    path = given.get("config") or given.get("model_or_config")
+    return Path(path).name if path else None
 
 
 def _request_shutdown() -> None:

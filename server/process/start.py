@@ -152,10 +152,11 @@ def with_models(
         embedder,
     )
     slots = max(1, settings.parallelrequests)
+    loading = load_settings(settings)
     choice = ModelChoice(
         catalog,
         lambda path: ModelCard.load(
-            path, settings.contextsize, slots, load_settings(settings).template
+            path, settings.contextsize, slots, loading.template, loading.options
         ),
         engine.context_size,  # what llama.cpp made of --contextsize
         on_added=pool.add,

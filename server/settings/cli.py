@@ -49,6 +49,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "quiet": ("--quiet",),
     "seed": ("--seed",),  # llama-server's flag (KoboldCpp has none)
     "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
+    "verbose": ("--verbose", "-v"),  # llama-server's flag
     "resumegrace": ("--resumegrace",),  # Hearth's own
     "nofastforward": ("--nofastforward",),
     "cacheram": ("--cacheram", "--cache-ram", "-cram"),  # llama-server's spellings too
@@ -68,7 +69,39 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "reasoning_format": ("--reasoning-format",),  # llama-server's flag
     "reasoning_budget": ("--reasoning-budget",),  # llama-server's flag
     # -- model-loading options (server/settings/model_fields.py) --
+    "quantkv": ("--quantkv",),
+    "cache_type_k": ("--cache-type-k", "-ctk"),  # llama-server's flags
+    "cache_type_v": ("--cache-type-v", "-ctv"),
+    "noflashattention": ("--noflashattention",),
+    "flash_attn": ("--flash-attn", "-fa"),  # llama-server's on|off|auto
+    "usemmap": ("--usemmap", "--mmap"),  # and older llama-server's
+    "usemlock": ("--usemlock", "--mlock"),
+    "load_mode": ("--load-mode", "-lm"),  # llama-server's flag
+    "lowvram": ("--lowvram", "--no-kv-offload", "-nkvo"),  # and llama-server's
+    "ropeconfig": ("--ropeconfig",),
+    "rope_freq_base": ("--rope-freq-base",),  # llama-server's flags
+    "rope_scale": ("--rope-scale",),
+    "overridekv": ("--overridekv", "--override-kv"),  # and llama-server's
+    "overridetensors": ("--overridetensors", "--override-tensor", "-ot"),
+    "moecpu": ("--moecpu", "--n-cpu-moe", "-ncmoe"),
+    "moeexperts": ("--moeexperts",),
+    "nobostoken": ("--nobostoken",),
+    "genlimit": ("--genlimit",),
+    "gendefaults": ("--gendefaults",),
+    "gendefaultsoverwrite": ("--gendefaultsoverwrite",),
     # -- speculative decoding (server/settings/speculation_fields.py) --
+    "spec_type": ("--spec-type",),  # llama-server's flags
+    "spec_ngram_simple_size_n": ("--spec-ngram-simple-size-n",),
+    "spec_ngram_simple_size_m": ("--spec-ngram-simple-size-m",),
+    "spec_ngram_mod_n_match": ("--spec-ngram-mod-n-match",),
+    "spec_ngram_mod_n_min": ("--spec-ngram-mod-n-min",),
+    "spec_ngram_mod_n_max": ("--spec-ngram-mod-n-max",),
+    # KoboldCpp's draft model keys, with llama-server's spellings beside them
+    "draftmodel": ("--draftmodel", "--spec-draft-model", "--model-draft", "-md"),
+    "draftamount": ("--draftamount", "--spec-draft-n-max", "--draft-max"),
+    "spec_draft_n_min": ("--spec-draft-n-min", "--draft-min"),  # llama-server's flags
+    "draftgpulayers": ("--draftgpulayers", "--spec-draft-ngl", "--gpu-layers-draft", "-ngld"),
+    "draftgpusplit": ("--draftgpusplit",),
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -98,7 +131,21 @@ _METAVARS = {
     "reasoning_format": "none|deepseek|auto",
     "reasoning_budget": "N",
     # -- model-loading options --
+    "quantkv": "f16|bf16|q8_0|q5_1|q4_0",
+    "cache_type_k": "TYPE",
+    "cache_type_v": "TYPE",
+    "flash_attn": "on|off|auto",
+    "load_mode": "auto|none|mmap|mlock|mmap+mlock|dio",
+    "ropeconfig": "SCALE,BASE",
+    "rope_freq_base": "N",
+    "rope_scale": "N",
+    "overridekv": "KEY=TYPE:VALUE[,...]",
+    "overridetensors": "PATTERN=TYPE[,...]",
+    "gendefaults": "JSON",
     # -- speculative decoding --
+    "spec_type": "none|ngram-simple|ngram-mod",
+    "draftmodel": "FILE",
+    "draftgpusplit": "SHARE[,SHARE]",
 }
 
 
@@ -158,6 +205,9 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
     if name == "tensor_split":  # KoboldCpp: `--tensor_split 3 1`; llama-server: `3,1`
         parser.add_argument(*flags, dest=name, nargs="+", metavar="SHARE", help=description)
         return
+    if name == "ropeconfig":  # KoboldCpp: `--ropeconfig 0.5 10000`; also `0.5,10000`
+        parser.add_argument(*flags, dest=name, nargs="+", metavar="SCALE", help=description)
+        return
     if name == "usecuda":  # KoboldCpp: `--usecuda [normal|lowvram] [ID] [mmq|nommq] …`
         parser.add_argument(*flags, dest=name, nargs="*", metavar="WORD", help=description)
         return
@@ -168,6 +218,8 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
     extra: dict[str, Any] = {}
     if name == "multiuser":  # KoboldCpp: a bare --multiuser means the default
         extra = {"nargs": "?", "const": field.default}
+    if name == "moecpu":  # KoboldCpp: a bare --moecpu means every layer
+        extra = {"nargs": "?", "const": upper}
     parser.add_argument(
         *flags,
         dest=name,

@@ -151,6 +151,12 @@ class HearthSettings(ChatTemplateFields, ModelOptionFields, SpeculationFields):
     metrics: bool = Field(
         default=False, description="Serve Prometheus metrics at /metrics (llama-server's names)."
     )
+    # llama-server's --verbose, as far as clients see it (a key of Hearth's own in a .kcpps).
+    verbose: bool = Field(
+        default=False,
+        description="Every OpenAI answer carries `__verbose` (llama-server's native answer, "
+        "with the rendered prompt), as if each request asked `verbose: true`.",
+    )
     noshift: bool = Field(
         default=False,
         description="No ContextShift: recompute a trimmed long chat instead of shifting it.",

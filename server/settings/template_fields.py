@@ -56,7 +56,8 @@ class ChatTemplateFields(BaseModel):
     jinjathink: Literal["default", "true", "false"] = Field(
         default="default",
         description="Tell the chat template to think (true) or not (false) through its "
-        "enable_thinking variable; default: the template's own choice.",
+        "enable_thinking variable; default: true, as llama-server says, unless a request or "
+        "--chat-template-kwargs says otherwise.",
     )
     # KoboldCpp's Think Effort and llama-server's --reasoning-effort (gpt-oss reads it).
     reasoningeffort: ReasoningEffort = Field(

@@ -132,16 +132,27 @@ def start_subprocess(
     return server
 
 
-def stop_process(server: RunningServer) -> int:
+def ask_to_stop(server: RunningServer) -> None:
+    """Send the server Ctrl-C and return at once (stop_process then waits for it)."""
     assert server.process is not None
     if server.process.poll() is None:
         server.process.send_signal(signal.SIGINT)
-        try:
-            server.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+
+
+def wait_stopped(server: RunningServer) -> int:
+    """Wait for a server asked to stop (killed after 20 s); its exit status."""
+    assert server.process is not None
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
     return server.process.returncode
+
+
+def stop_process(server: RunningServer) -> int:
+    ask_to_stop(server)
+    return wait_stopped(server)
 
 
 def serve_in_thread(

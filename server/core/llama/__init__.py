@@ -1,8 +1,14 @@
 """llama.cpp behind Hearth's Engine protocol: the only package that imports llama_cpp.
 
-- `model.py`: loading a GGUF and its context, the tokenizer, fitting a prompt to a slot.
+- `model.py`: loading a GGUF and its context, the tokenizer, fitting a prompt to a slot;
+  `load_options.py`: the model-loading options (KV cache type, flash attention, mmap, RoPE,
+  metadata overrides, tensor placements) as llama.cpp takes them, checked against the model.
 - `slots.py`: the KV cache's sequences, prefix reuse and ContextShift.
-- `sampler.py`: each request's llama.cpp sampler chain (grammar, penalties, draw).
+- `sampler.py`: each request's llama.cpp sampler chain (grammar, penalties, draw);
+  `drawing.py`: a sequence's next token drawn from one row of logits (sampled, or forced by
+  `thinking.py`'s budget), draft rows included.
+- `speculation.py`: speculative decoding's n-gram drafters and their pacing (plain Python;
+  the engine checks the drafts).
 - `engine.py`: `LlamaCppEngine`, batching every active request into one decode per step;
   `card.py`: a model's tokenizer and checks for planning requests.
 - `slot_states.py`: a slot's state saved to a file or memory and restored on request.

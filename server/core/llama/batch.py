@@ -33,17 +33,29 @@ class Batch:
     def free(self) -> None:
         llama.llama_batch_free(self.batch)
 
-    def fill(self, active: Seq[Sequence]) -> tuple[Added, int]:
-        """Put each generating sequence's next token in the batch, then prompt chunks in
-        the room left. Returns what each sequence added and the rows used."""
+    def fill(self, active: Seq[Sequence], slot_context: int) -> tuple[Added, int]:
+        """Put each generating sequence's next token (and its draft, every row with logits)
+        in the batch, then prompt chunks in the room left. Returns what each sequence added
+        and the rows used."""
+        room = self.size // 2  # drafts leave prompts at least half of the batch
+        for sequence in active:
+            room -= sequence.plan_draft(room, slot_context)
         added: Added = []
         used = 0
         for sequence in active:
-            if sequence.next_token is not None and used < self.size:
-                self._put(used, sequence.next_token, len(sequence.slot.cached), sequence, True)
-                sequence.logits_row = used
-                added.append((sequence, [sequence.next_token]))
-                used += 1
+            if sequence.next_token is None:
+                continue
+            if used + 1 + len(sequence.draft) > self.size:
+                sequence.draft = []  # no room for it in this decode
+            if used >= self.size:
+                continue
+            tokens = [sequence.next_token, *sequence.draft]
+            position = len(sequence.slot.cached)
+            for offset, token in enumerate(tokens):
+                self._put(used + offset, token, position + offset, sequence, True)
+            sequence.logits_row = used
+            added.append((sequence, tokens))
+            used += len(tokens)
         for sequence in active:
             chunk = self._prompt_chunk(sequence, self.size - used)
             if not chunk:

@@ -10,7 +10,7 @@ from server.core.chat import ChatTemplate
 from server.core.engine import EngineError
 from server.core.llama.model import Vocabulary
 from server.core.llama.sampler import check_grammar, grammar_shape_problem, schema_grammar
-from server.core.load_settings import TemplateChoice
+from server.core.load_settings import ModelOptions, TemplateChoice
 from server.core.types import GenerationRequest
 
 
@@ -25,10 +25,16 @@ class ModelCard:
 
     @classmethod
     def load(
-        cls, path: Path, context_size: int, slots: int, template: TemplateChoice | None = None
+        cls,
+        path: Path,
+        context_size: int,
+        slots: int,
+        template: TemplateChoice | None = None,
+        options: ModelOptions | None = None,
     ) -> ModelCard:
-        """`template`: the chat template the user chose over the model's own, if any."""
-        vocabulary = Vocabulary.load_vocab_only(path, template)
+        """`template`: the chat template the user chose over the model's own, if any;
+        `options`: what changes the vocabulary's answers (metadata overrides, --nobostoken)."""
+        vocabulary = Vocabulary.load_vocab_only(path, template, options)
         vocabulary.slot_context = context_size // max(1, slots)  # as a loaded context's slot
         return cls(vocabulary)
 

@@ -19,7 +19,7 @@ from server.devices.placement import Placement
 from server.devices.rpc_endpoints import RpcAddressError, worker_endpoints
 from server.devices.vulkan import vulkan_devices
 from server.models.gguf import gguf_summary
-from server.models.memory import auto_gpu_layers, estimate_memory, mib
+from server.models.memory import auto_gpu_layers, estimate_memory, kv_cache_layout, mib
 
 
 def choose_devices(settings: LoadSettings) -> None:
@@ -56,7 +56,11 @@ def plan_placement(settings: LoadSettings, path: Path, gpu_backends: Sequence[st
         _check_vulkan_ids(settings.usevulkan)
     choose_devices(settings)
     batch = settings.batch_size
-    estimate = estimate_memory(gguf_summary(path), settings.contextsize, batch)
+    options = settings.options  # the KV cache's type and place change what fits
+    kv, _ = kv_cache_layout(
+        options.cache_type_k, options.cache_type_v, options.flash_attention, options.offload_kv
+    )
+    estimate = estimate_memory(gguf_summary(path), settings.contextsize, batch, kv)
     total = estimate.all_layers
     if settings.usecpu:
         return Placement("CPU", (), 0, total, "--usecpu")

@@ -25,18 +25,19 @@ from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
 from server.core.llama.card import ModelCard
+from server.core.llama.drawing import draw
 from server.core.llama.embedder import Embedder
 from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
-    sample_with_logprobs,
     schema_grammar,
 )
-from server.core.llama.sequence import Sequence
+from server.core.llama.sequence import Sequence, joined_text
 from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
-from server.core.llama.thinking import forced_logprob, thought_budget
+from server.core.llama.speculation import describe, speculators
+from server.core.llama.thinking import thought_budget
 from server.core.load_settings import LoadSettings
 from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
 from server.core.state_store import StateStore
@@ -46,12 +47,10 @@ from server.core.types import (
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
-    Progress,
     SamplingParams,
     SlotAction,
     SlotActionEvent,
     TokenEvent,
-    TokenLogprob,
 )
 from server.devices.placement import Placement
 from server.models.files import model_display_name
@@ -88,13 +87,17 @@ class LlamaCppEngine:
         self._samplers = SamplerFactory(
             loaded.vocab, loaded.n_vocab, loaded.n_ctx, loaded.end_tokens
         )
-        batch_size = settings.batch_size
-        self._batch = Batch(batch_size, blocked=self._slots.blocked)
-        # Token pieces for log-probabilities: the worker's own buffer (the event loop
-        # detokenizes with others meanwhile).
+        self._batch = Batch(settings.batch_size, blocked=self._slots.blocked)
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
         self._settings = settings
+        self._speculators = speculators(settings.speculation)
+        model = loaded.model
+        if self._speculators and (
+            llama.llama_model_is_recurrent(model) or llama.llama_model_is_hybrid(model)
+        ):  # rejected draft tokens leave the KV cache; a recurrent state cannot drop them
+            logger.warning("Speculative decoding is off: this model's state cannot drop tokens")
+            self._speculators = None
         self._embedder: Embedder | None = None  # created by the first embedding request
         self._closed = False
 
@@ -113,6 +116,8 @@ class LlamaCppEngine:
             if slots > 1
             else "",
         )
+        for line in describe(settings.speculation):
+            logger.info("%s", line)
         return cls(loaded, settings)
 
     # -- Engine protocol -------------------------------------------------------------------
@@ -211,7 +216,7 @@ class LlamaCppEngine:
         slot = self._slots.best_free({s.slot for s in self._active}, prompt, owner)
         if slot is None:
             raise EngineError("no free slot for another sequence")
-        reused = self._slots.prepare(slot, prompt, owner)
+        reused = self._slots.prepare(slot, prompt, owner, reuse=request.reuse_cache)
         grammar = schema_grammar(schema) if schema is not None else request.grammar
         sampler = self._samplers.build(request.sampling, prompt, grammar)
         loaded = self._loaded
@@ -233,6 +238,7 @@ class LlamaCppEngine:
                 lambda text: loaded.tokenize(text, add_bos=False, parse_special=True),
                 sampler,
             ),
+            speculator=None if self._speculators is None else self._speculators(),
         )
         self._active.append(sequence)
         return sequence
@@ -243,20 +249,15 @@ class LlamaCppEngine:
         events: Events = []
         for sequence in [s for s in self._active if s.cancelled.is_set()]:
             self._finish(sequence, FinishReason.CANCELLED, events)
-        added, used = self._batch.fill(self._active)
+        added, used = self._batch.fill(self._active, self._loaded.slot_context)
         if used == 0:
             return events
-
-        def report(sequence: Sequence, done: int) -> tuple[object, EngineReport]:
-            seconds = time.perf_counter() - sequence.started
-            total, generated = len(sequence.prompt), sequence.generated
-            return sequence, Progress(done, total, generated, sequence.reused, seconds)
 
         # A prompt's first decode: first say how much of it came from the cache, so that a
         # client hears at once (llama-server's first `prompt_progress`).
         for sequence, tokens in added:
             if sequence.generated == 0 and sequence.decoded - len(tokens) == sequence.reused:
-                events.append(report(sequence, sequence.reused))
+                events.append((sequence, sequence.progress(sequence.reused)))
         status = llama.llama_decode(self._loaded.context, self._batch.batch)
         if status != 0:
             for sequence, _ in added:
@@ -273,7 +274,7 @@ class LlamaCppEngine:
         # After the decode: how far each sequence that took part has got (for a long prompt,
         # one report per batch of it). Put before what was sampled, so a prompt's last report
         # comes before its first text and before the outcome of one that has just finished.
-        events[sampled:sampled] = [report(sequence, sequence.decoded) for sequence, _ in added]
+        events[sampled:sampled] = [(s, s.progress(s.decoded)) for s, _ in added]
         return events
 
     def close(self) -> None:
@@ -302,20 +303,36 @@ class LlamaCppEngine:
     # -- a step ----------------------------------------------------------------------------
 
     def _sample(self, sequence: Sequence, events: Events) -> None:
-        row, sequence.logits_row = sequence.logits_row, -1
+        """Sample the sequence's rows of this decode, each token through `_take`: its next
+        token's row, then those of the draft tokens sampled alike (Sequence.sample_rows,
+        which says why this samples exactly as without speculation); the rest of the draft
+        leaves the KV cache."""
+        first, drafted = len(events), bool(sequence.draft)
+        rejected = sequence.sample_rows(lambda row: self._take(sequence, row, events))
+        if drafted:  # the tokens of one decode: one event
+            events[first:] = joined_text(events[first:])
+        # Never fails on a KV cache (a recurrent model's state does not speculate).
+        if not sequence.drop_rejected(self._loaded.memory, rejected):
+            self._slots.forget(sequence.slot)
+            if sequence in self._active:
+                error = "could not drop rejected draft tokens from the KV cache"
+                self._finish(sequence, FinishReason.ERROR, events, error=error)
+
+    def _take(self, sequence: Sequence, row: int, events: Events) -> int | None:
+        """Sample `row` for the sequence and take the token into its reply (stop strings,
+        max_tokens, the end of generation, log-probabilities, the thinking budget). Returns
+        the token, or None when the sequence has finished."""
         now = time.perf_counter()
-        if sequence.prompt_done is None:
-            sequence.prompt_done = now
+        sequence.prompt_done = sequence.prompt_done or now
         try:
-            token, logprob = self._draw(sequence, row)
+            token, logprob = draw(self._loaded, sequence, row, self._piece_buffer)
         except Exception as exc:  # this sequence fails; its slot and sampler are freed
             logger.exception("[%s] sampling failed", sequence.request.request_id)
             self._finish(sequence, FinishReason.ERROR, events, error=f"sampling failed: {exc}")
-            return
-        sequence.next_token = None
+            return None
         if self._loaded.is_end(token):
             self._finish(sequence, FinishReason.STOP, events)
-            return
+            return None
         sequence.generated += 1
         sequence.held_tokens.append(token)
         if logprob is not None:
@@ -334,30 +351,8 @@ class LlamaCppEngine:
         elif len(sequence.slot.cached) >= self._loaded.slot_context:
             self._finish(sequence, FinishReason.LENGTH, events)  # the slot's context is full
         else:
-            sequence.next_token = token
-
-    def _draw(self, sequence: Sequence, row: int) -> tuple[int, TokenLogprob | None]:
-        """The next token, sampled or (closing a thought over budget) forced, and its
-        log-probability when the request asks. A forced token is accepted by the sampler
-        chain like a sampled one, so the grammar and the penalties follow the text."""
-        loaded, wanted = self._loaded, sequence.request.logprobs
-        logits = llama.llama_get_logits_ith(loaded.context, row)
-
-        def piece(token: int) -> bytes:
-            return loaded.token_bytes(token, special=True, buffer=self._piece_buffer)
-
-        forced = None if sequence.thought is None else sequence.thought.next_forced()
-        if forced is not None:
-            llama.llama_sampler_accept(sequence.sampler, forced)
-            if wanted is None:
-                return forced, None
-            return forced, forced_logprob(logits, loaded.n_vocab, forced, wanted, piece)
-        if wanted is None:
-            return llama.llama_sampler_sample(sequence.sampler, loaded.context, row), None
-        post_sampling = sequence.request.post_sampling_probs
-        return sample_with_logprobs(
-            sequence.sampler, logits, loaded.n_vocab, wanted, post_sampling, piece
-        )
+            return token
+        return None
 
     def _finish(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,15 @@ import llama_cpp as llama
 from server.core.chat import ChatTemplate, ChatTemplateError
 from server.core.engine import EngineError
 from server.core.llama.devices import plan_placement
+from server.core.llama.load_options import (
+    LOAD_MODES,
+    ModelOverrides,
+    apply_context_options,
+    kv_layout,
+    model_overrides,
+)
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
-from server.core.load_settings import LoadSettings, TemplateChoice
+from server.core.load_settings import LoadSettings, ModelOptions, TemplateChoice
 from server.core.types import GenerationRequest
 from server.devices.backends import gpu_backends
 from server.devices.placement import Placement
@@ -30,9 +38,13 @@ _MIN_PROMPT_SHARE = 0.2
 _MAX_TOKEN_CHARS = 128
 
 
-def _model_params(settings: LoadSettings, gpu_layers: int, progress: Any) -> Any:
+def _model_params(
+    settings: LoadSettings, gpu_layers: int, progress: Any, overrides: ModelOverrides
+) -> Any:
     params = llama.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
+    params.load_mode = LOAD_MODES[settings.options.load_mode]  # mmap, mlock (--usemmap, …)
+    overrides.apply(params)  # --overridekv, --moeexperts; --overridetensors, --moecpu
     # Weight repacking picks a different matmul kernel for 4+ columns than for one, so a
     # sequence's logits would depend on how many others share its batch and the same seed
     # could give another text batched than alone. Batched serving goes without it (measured
@@ -62,7 +74,28 @@ def _context_params(settings: LoadSettings) -> Any:
     # Sliding-window layers (Gemma 3) normally keep only the window, which makes a partial
     # cache removal impossible and so defeats prefix reuse; the full-size cache allows it.
     params.swa_full = True
+    # Flash attention, the KV cache's types and place (--quantkv, --lowvram), RoPE.
+    apply_context_options(params, settings.options, kv_layout(settings.options)[0])
     return params
+
+
+def _say_what_changes(path: Path, options: ModelOptions, overrides: ModelOverrides) -> None:
+    """One line for each option this model does not take as asked."""
+    _kv, note = kv_layout(options)
+    for line in [*([note] if note else []), *overrides.notes]:
+        logger.warning("%s: %s.", path.name, line)
+
+
+def _context_failure(path: Path, settings: LoadSettings) -> str:
+    message = f"{path}: could not create a context of {settings.contextsize}"
+    kv, _note = kv_layout(settings.options)
+    if (kv.type_k, kv.type_v) != ("f16", "f16"):
+        message += (
+            f" with a {kv.type_k}/{kv.type_v} KV cache (a quantized V cache needs flash "
+            "attention, which this device may lack; some models need K and V of one type; "
+            "a head size must divide by the type's block size): try --quantkv f16"
+        )
+    return message
 
 
 class Vocabulary:
@@ -80,6 +113,7 @@ class Vocabulary:
         self.vocab = llama.llama_model_get_vocab(model)
         self.n_vocab = int(llama.llama_vocab_n_tokens(self.vocab))
         self.add_bos = bool(llama.llama_vocab_get_add_bos(self.vocab))
+        self.gen_limit = 0  # --genlimit: the most tokens a request generates (0: no limit)
         self.bos = int(llama.llama_vocab_bos(self.vocab))
         self._piece = ctypes.create_string_buffer(_PIECE_BUFFER_BYTES)
         self.chat_template = self._chat_template(template or TemplateChoice())
@@ -115,16 +149,26 @@ class Vocabulary:
             return fallback
 
     @classmethod
-    def load_vocab_only(cls, path: Path, template: TemplateChoice | None = None) -> Vocabulary:
+    def load_vocab_only(
+        cls, path: Path, template: TemplateChoice | None = None, options: ModelOptions | None = None
+    ) -> Vocabulary:
+        """`options`: the metadata overrides, --nobostoken and --genlimit, so the card plans
+        and counts as the loaded model does (tensor placements mean nothing here)."""
+        options = options or ModelOptions()
         quiet_llama_logs()
         llama.llama_backend_init()
         params = llama.llama_model_default_params()
         params.vocab_only = True
+        overrides = model_overrides(path, replace(options, tensor_overrides=(), moe_cpu_layers=0))
+        overrides.apply(params)
         model = llama.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise EngineError(f"{path}: llama.cpp could not read this model's vocabulary")
         try:
-            return cls(model, path, template)
+            vocabulary = cls(model, path, template)
+            vocabulary.add_bos = vocabulary.add_bos and options.add_bos
+            vocabulary.gen_limit = options.gen_limit
+            return vocabulary
         except EngineError:
             llama.llama_model_free(model)
             raise
@@ -194,7 +238,10 @@ class Vocabulary:
         limit = self.slot_context
         if request.max_context_length is not None:
             limit = min(limit, request.max_context_length)
-        max_tokens = max(min(request.max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
+        max_tokens = request.max_tokens
+        if self.gen_limit > 0:  # whatever the request asked (KoboldCpp's --genlimit)
+            max_tokens = min(max_tokens, self.gen_limit)
+        max_tokens = max(min(max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
         # BOS belongs to the kept head with `memory`: trimming must never cut it off.
         head = [self.bos] if self.add_bos else []
         head += self.tokenize(request.memory, add_bos=False, parse_special=True)
@@ -247,20 +294,25 @@ class LoadedModel(Vocabulary):
         """Load the model and create its context, logging progress in steps of 10%."""
         quiet_llama_logs()
         placement = plan_placement(settings, path, gpu_backends())
+        # Checked before anything loads; kept alive until llama.cpp has read them.
+        overrides = model_overrides(path, settings.options)
+        _say_what_changes(path, settings.options, overrides)
         llama.llama_backend_init()
         callback = llama.llama_progress_callback(ProgressReporter(path.name))
-        model = llama.llama_model_load_from_file(
-            str(path).encode(), _model_params(settings, placement.gpu_layers, callback)
-        )
+        params = _model_params(settings, placement.gpu_layers, callback, overrides)
+        model = llama.llama_model_load_from_file(str(path).encode(), params)
         if not model:
-            raise EngineError(f"{path}: llama.cpp could not load this model file")
+            raise EngineError(f"{path}: llama.cpp could not load this model file{overrides.hint}")
         context = llama.llama_init_from_model(model, _context_params(settings))
         if not context:
             llama.llama_model_free(model)
-            raise EngineError(f"{path}: could not create a context of {settings.contextsize}")
+            raise EngineError(_context_failure(path, settings))
         threadpool = Threadpool.attach(context, settings.thread_count)
         try:
-            return cls(model, context, path, threadpool, placement, settings.template)
+            loaded = cls(model, context, path, threadpool, placement, settings.template)
+            loaded.add_bos = loaded.add_bos and settings.options.add_bos  # --nobostoken
+            loaded.gen_limit = settings.options.gen_limit
+            return loaded
         except EngineError:  # the chosen template does not compile (checked at start)
             if threadpool is not None:
                 threadpool.detach(context)

@@ -92,16 +92,17 @@ class SlotCache:
 
         return max(free, key=reusable) if free else None
 
-    def prepare(self, slot: Slot, prompt: list[int], owner: str = "") -> int:
+    def prepare(self, slot: Slot, prompt: list[int], owner: str = "", reuse: bool = True) -> int:
         """Make the slot hold the longest reusable start of `prompt` it can (its own cache, or
-        a saved state restored into it) for `owner`; return how many tokens it holds."""
+        a saved state restored into it) for `owner`, nothing when not `reuse`; return how
+        many tokens it holds."""
         owner = owner if self._private else ""
         self.latest = slot
         if slot.owner != owner:  # another's tokens: kept under their owner, never reused
             self._trim(slot, 0)
             slot.owner = owner
         keep = 0
-        if self._reuse_prefix:
+        if self._reuse_prefix and reuse:
             self._restore_if_better(slot, prompt)
             keep = self._reusable(slot.cached, prompt)
             if self.context_shift:
@@ -245,11 +246,16 @@ def disk_states(loaded: LoadedModel, settings: LoadSettings) -> DiskStates | Non
             f"model={file_sha256(loaded.path)}",
             f"llama_cpp={llama.__version__}",
             f"system={llama.llama_print_system_info().decode(errors='replace')}",
-            f"n_ctx={loaded.n_ctx}",
-            f"slots={max(1, settings.parallelrequests)}",
-            "kv=f16/f16",
-            "swa_full=1",
+            kv_layout(loaded.n_ctx, settings),
         ]
     )
     folder = Path(settings.cachedir).expanduser()
     return DiskStates(folder, fingerprint, settings.cachedisk_mib * MIB)
+
+
+def kv_layout(n_ctx: int, settings: LoadSettings) -> str:
+    """The KV cache's layout as a saved state depends on it: context, slots, the cache types,
+    flash attention, RoPE and metadata overrides (--quantkv, --ropeconfig, ...), the full-size
+    SWA cache. A state saved under one layout is never restored under another."""
+    slots = max(1, settings.parallelrequests)
+    return f"n_ctx={n_ctx}|slots={slots}|{settings.options.fingerprint()}|swa_full=1"

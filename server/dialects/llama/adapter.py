@@ -94,5 +94,6 @@ def completion_plan(
         logprobs=body.n_probs if body.n_probs > 0 else None,
         post_sampling_probs=body.post_sampling_probs,
         report_progress=body.stream and body.return_progress,
+        reuse_cache=body.cache_prompt,
     )
     return text_plan(generation)

@@ -101,6 +101,6 @@ class CompletionRequest(LlamaBase):
     json_schema: dict[str, Any] | None = None
     return_tokens: bool = False
     response_fields: list[str] | None = None
-    cache_prompt: bool = True  # Hearth always reuses a shared prefix
+    cache_prompt: bool = True  # false: the prompt is read from scratch, no cached prefix
     # Streamed: chunks with `prompt_progress` while the prompt is read (ignored unstreamed).
     return_progress: bool = False

@@ -60,9 +60,8 @@ async def _model_entry(name: str, path: Path | None) -> ModelEntry:
 
 
 def _extras(body: OpenAISamplingFields, plan: ChatPlan, served: Served) -> LlamaExtras:
-    return LlamaExtras(
-        plan.generation, served.model.context_size, body.verbose, body.timings_per_token
-    )
+    verbose = body.verbose or served.settings.verbose  # llama-server's --verbose: every answer
+    return LlamaExtras(plan.generation, served.model.context_size, verbose, body.timings_per_token)
 
 
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)

@@ -336,3 +336,23 @@ def test_an_interrupted_writers_old_temporary_file_is_removed(tmp_path: Path) ->
     assert [entry.tokens for entry in disk.rescan()] == [(1,)]
     assert not crashed.exists()
     assert writing.exists() and unrelated.exists()
+
+
+def test_states_saved_under_another_kv_layout_are_never_restored() -> None:
+    """The disk store's fingerprint names the KV layout: a state saved with a q8_0 cache,
+    another RoPE base or a metadata override is another layout (issue 27's options)."""
+    from server.core.llama.slots import kv_layout
+    from server.core.load_settings import LoadSettings, ModelOptions
+
+    plain = kv_layout(4096, LoadSettings())
+    assert plain == kv_layout(4096, LoadSettings())
+    changed = [
+        ModelOptions(cache_type_k="q8_0", cache_type_v="q8_0"),
+        ModelOptions(rope_freq_base=20000.0),
+        ModelOptions(kv_overrides=(("llama.context_length", "int", "2048"),)),
+        ModelOptions(flash_attention="off"),
+    ]
+    layouts = {kv_layout(4096, LoadSettings(options=options)) for options in changed}
+    assert plain not in layouts and len(layouts) == len(changed)
+    assert kv_layout(2048, LoadSettings()) != plain
+    assert kv_layout(4096, LoadSettings(parallelrequests=2)) != plain

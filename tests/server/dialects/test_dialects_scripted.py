@@ -258,3 +258,17 @@ def test_keep_alives_between_events_do_not_break_the_openai_client(serve_engine:
         timeout=30,
     ).text
     assert ": keep-alive" in raw  # the comments were there to be read
+
+
+def test_verbose_server_gives_every_openai_answer_its_native_form(serve_engine: Serve) -> None:
+    """llama-server's --verbose: `__verbose` on every OpenAI answer, as if each asked for it;
+    without the flag only a request's own `verbose: true` does."""
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    verbose = serve_engine(ScriptedEngine(), HearthSettings(verbose=True))
+    answer = httpx.post(f"{verbose.base_url}/v1/chat/completions", json=body).json()
+    assert answer["__verbose"]["content"] == answer["choices"][0]["message"]["content"]
+    completion = {"prompt": "Hi", "max_tokens": 2}
+    answer = httpx.post(f"{verbose.base_url}/v1/completions", json=completion).json()
+    assert answer["__verbose"]["prompt"] == "Hi"
+    plain = serve_engine(ScriptedEngine())
+    assert "__verbose" not in httpx.post(f"{plain.base_url}/v1/chat/completions", json=body).json()

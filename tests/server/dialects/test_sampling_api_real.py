@@ -388,6 +388,19 @@ def test_native_completion_fields_and_stream(hearth: RunningServer) -> None:
         assert refused.status_code == 400 and refused.json()["error"]["message"], bad
 
 
+def test_cache_prompt_false_reads_the_prompt_from_scratch(hearth: RunningServer) -> None:
+    """llama-server's `cache_prompt: false`: no cached prefix is reused, so the same request
+    runs in the same state each time and gives the same text (llama.cpp's
+    test_consistent_result_same_seed); by default the prefix is reused."""
+    body = {"prompt": PROMPT, "n_predict": 12, **GREEDY}
+    native(hearth, body)  # the prompt is now cached
+    assert native(hearth, body)["timings"]["cache_n"] > 0
+    fresh = [native(hearth, {**body, "cache_prompt": False}) for _ in range(2)]
+    assert [answer["timings"]["cache_n"] for answer in fresh] == [0, 0]
+    assert fresh[0]["content"] == fresh[1]["content"]
+    assert fresh[0]["timings"]["prompt_n"] == fresh[0]["tokens_evaluated"]
+
+
 def test_slots_show_a_running_generation(hearth: RunningServer) -> None:
     slots = httpx.get(f"{hearth.base_url}/slots").json()
     assert [slot["id"] for slot in slots] == [0] and slots[0]["n_ctx"] == 4096
