@@ -131,6 +131,17 @@ class MainWindow(QMainWindow):
         self.live.abort_answered.connect(self._on_abort_answered)
         self.device_probe.found.connect(self.quick.gpu.set_devices)
         self.device_probe.failed.connect(self.quick.gpu.show_probe_failure)
+        # The user's own changes only (not a file's loading, which sets the estimate itself).
+        self.context.quantize_kv.activated.connect(self._kv_changed)
+        self.context.flash_attention.clicked.connect(self._kv_changed)
+        self.context.low_vram.clicked.connect(self._kv_changed)
+
+    def _kv_changed(self) -> None:
+        """GPU Layers' estimate follows the Context tab's KV cache fields as they change."""
+        context = self.context
+        flash = "auto" if context.flash_attention.isChecked() else "off"
+        kv_type = str(context.quantize_kv.currentData())
+        self.quick.gpu.set_kv(kv_type, flash, not context.low_vram.isChecked())
 
     # -- settings <-> widgets ------------------------------------------------------------------
 

@@ -43,6 +43,10 @@ HEARTH_VALUE_FLAGS = {
     "--reasoning": "--reasoning",
     "--slot-save-path": "--slot-save-path",
     "--cache-ram": "--cache-ram",
+    "-fa": "--flash-attn",
+    "-ctk": "--cache-type-k",
+    "-ctv": "--cache-type-v",
+    "--spec-type": "--spec-type",
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics", "--verbose": "--verbose"}

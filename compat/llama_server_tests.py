@@ -4,15 +4,14 @@ Hearth speaks llama-server's dialect (/completion, /tokenize, /apply-template, t
 Anthropic routes without /v1, ...), so the best judge of that dialect is the test suite
 llama.cpp ships with llama-server. This script takes those tests from the llama-cpp-python
 sdist Hearth is built from (the same llama.cpp revision), installs their requirements in a
-virtualenv of their own (they pin openai, numpy, aiohttp... differently from Hearth), starts
-the server under test on a free port, and runs four of the test files in the suite's "external
-server" mode (DEBUG_EXTERNAL=1: the tests send requests to localhost:PORT instead of launching
-llama-server themselves). The files about chat templates and tool calls run in the suite's own
-mode instead: each test starts a server with its own settings (template file, --reasoning...),
-through compat/llama_server_shim.py standing in for the llama-server binary.
+virtualenv of their own (they pin openai, numpy, aiohttp... differently from Hearth), and runs
+six of the test files the suite's own way: each test starts its server with its own settings
+(chat template file, --reasoning, context, slots...), through compat/llama_server_shim.py
+standing in for the llama-server binary. `--mode external` runs the first four files in the
+suite's "external server" mode instead (DEBUG_EXTERNAL=1: one server started here, the tests
+sending requests to localhost:PORT), which is faster but applies no per-test setting.
 
-External mode cannot apply a test's per-test server settings (n_slots, n_ctx, chat template,
---jinja, ...), and most content checks expect the exact text of llama.cpp's 260K-parameter test
+Most content checks expect the exact text of llama.cpp's 260K-parameter test
 model, so the point is the per-case report (`--report FILE`, JSON), not a green run: the exit
 status is 0 whenever the tests could run, unless `--strict`. `--against llama-server` runs the
 same tests against llama.cpp's llama-server (built by bench/build_llama_server.sh) with the same

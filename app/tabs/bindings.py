@@ -165,3 +165,28 @@ class Choice(Binding[QComboBox]):
 
     def read(self, editor: QComboBox) -> str:
         return str(editor.currentData())
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvTypeChoice(Choice):
+    """KoboldCpp's Quantize KV: the cache types by name; a file's old number (0, 1, 2) shows as
+    the type it means (f16, q8_0, q4_0) and is saved back as that name, as KoboldCpp 1.116
+    writes it."""
+
+    old_numbers: Mapping[int, str] = field(default_factory=lambda: {0: "f16", 1: "q8_0", 2: "q4_0"})
+
+    def choices(self) -> tuple[str, ...]:
+        (names,) = [
+            arg
+            for arg in get_args(HearthSettings.model_fields[self.key].annotation)
+            if arg is not int
+        ]
+        return get_args(names)[:5]  # KoboldCpp's five; the rest stay loadable by name
+
+    def load(self, editor: QComboBox, value: Any) -> None:
+        name = self.old_numbers.get(value, value) if isinstance(value, int) else value
+        index = editor.findData(name)
+        if index < 0 and isinstance(name, str):  # a type KoboldCpp's list lacks: kept
+            editor.addItem(name, name)
+            index = editor.findData(name)
+        editor.setCurrentIndex(max(index, 0))

@@ -160,6 +160,12 @@ class GpuFields(QObject):
         self._probe_failure = reason
         self._update()
 
+    def set_kv(self, kv_type: str, flash_attention: str, on_device: bool) -> None:
+        """The KV cache as the Context tab says now (Quantize KV, FlashAttention, No KV
+        Offload): the estimate and Auto follow it before the settings are saved."""
+        self._kv, _ = kv_cache_layout(kv_type, kv_type, flash_attention, on_device)
+        self._update()
+
     def set_model(self, model: Path | None, context: int) -> None:
         self._model, self._context = model, context
         self._update()

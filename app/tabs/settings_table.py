@@ -13,7 +13,7 @@ Template, beside the model files as KoboldCpp's Loaded Files tab has it); llama-
 from __future__ import annotations
 
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.bindings import Check, Choice, File, Folder, Number, Text
+from app.tabs.bindings import Check, Choice, File, Folder, KvTypeChoice, Number, Text
 from server.base.defaults import DEFAULT_BATCH
 
 # -- shown on two tabs ----------------------------------------------------------------------
@@ -230,6 +230,42 @@ REASONING_BUDGET = Number(
     step=256,
     special="No limit",
     more="llama-server's --reasoning-budget. The server writes the end of the thought itself.",
+)
+
+# -- Context: memory and speed (issue 27) -----------------------------------------------------
+
+QUANTIZE_KV = KvTypeChoice(
+    "quantkv",
+    "Quantize KV:",
+    more="The GPU Layers estimate counts it. llama-server's -ctk/-ctv set one half each.",
+)
+FLASH_ATTENTION = Check(
+    "noflashattention",
+    "Use FlashAttention",
+    inverted=True,
+    tooltip_text="Flash attention where the device supports it (llama-server's -fa auto); "
+    "off: never. A quantized V cache needs it: without it V stays f16, and the console says so.",
+)
+LOW_VRAM = Check(
+    "lowvram",
+    "No KV Offload (Low VRAM)",
+    more="Frees GPU memory for layers at the cost of speed.",
+)
+USE_MMAP = Check("usemmap", "Use MMAP")
+USE_MLOCK = Check("usemlock", "Use mlock")
+MOE_CPU = Number(
+    "moecpu",
+    "MoE CPU Layers:",
+    special="None",
+    more="For mixture-of-experts models only.",
+)
+NO_BOS = Check("nobostoken", "No BOS Token")
+GEN_LIMIT = Number("genlimit", "Gen Limit:", step=64, special="No limit")
+SPECULATION = Choice(
+    "spec_type",
+    "Speculative Decoding:",
+    captions={"none": "Off", "ngram-simple": "N-grams (ngram-simple)", "ngram-mod": "ngram-mod"},
+    more="The reply is the same; copying code, JSON or quotes is about twice as fast.",
 )
 
 # -- Admin ------------------------------------------------------------------------------------

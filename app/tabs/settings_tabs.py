@@ -160,6 +160,15 @@ class ContextTab(SettingsForm):
         self.jinja_kwargs = self.add(table.JINJA_KWARGS)
         self.reasoning_format = self.add(table.REASONING_FORMAT)
         self.reasoning_budget = self.add(table.REASONING_BUDGET)
+        self.quantize_kv = self.add(table.QUANTIZE_KV)
+        self.flash_attention = self.add(table.FLASH_ATTENTION)
+        self.low_vram = self.add(table.LOW_VRAM)
+        self.use_mmap = self.add(table.USE_MMAP)
+        self.use_mlock = self.add(table.USE_MLOCK)
+        self.moe_cpu = self.add(table.MOE_CPU)
+        self.no_bos = self.add(table.NO_BOS)
+        self.gen_limit = self.add(table.GEN_LIMIT)
+        self.speculation = self.add(table.SPECULATION)
         # The cache is filled from reused prefixes, so it needs FastForwarding, and the slot
         # count bounds a cache that is on; the values are kept (and saved) either way.
         self.fast_forward.toggled.connect(self._prompt_cache_changed)

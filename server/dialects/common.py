@@ -108,17 +108,17 @@ class ChatOptions:
 
 
 def text_of(content: str | Sequence[object] | None, kinds: Collection[str] = ("text",)) -> str:
-    """A message's text: the string itself, or the joined text of its parts of `kinds` (OpenAI
-    content parts, Anthropic blocks; a part without a type counts as text)."""
+    """A message's text: the string itself, or the text of its parts of `kinds` (OpenAI
+    content parts, Anthropic blocks; a part without a type counts as text) with a blank line
+    between parts, as llama-server joins them (so "What is" + "the book" stay two words)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(
-        getattr(part, "text", None) or ""
-        for part in content
-        if getattr(part, "type", "text") in kinds
+    texts = (
+        getattr(part, "text", None) for part in content if getattr(part, "type", "text") in kinds
     )
+    return "\n\n".join(text for text in texts if text)
 
 
 def plan_chat(

@@ -43,7 +43,8 @@ def chat_messages(
     system: str | list[AnthropicBlock] | None, messages: list[AnthropicMessage]
 ) -> list[ChatMessage]:
     """Anthropic turns → chat messages: tool_use blocks become calls, tool_result blocks
-    become tool turns, text blocks are joined. Image and document blocks are a 400."""
+    become tool turns, text blocks are joined with a blank line between. Image and document
+    blocks are a 400."""
     turns: list[ChatMessage] = []
     if system:
         turns.append(ChatMessage("system", common.text_of(system)))
@@ -52,7 +53,7 @@ def chat_messages(
             turns.append(ChatMessage(message.role, message.content))
             continue
         _refuse_media(message.content)
-        text = "".join(b.text or "" for b in message.content if b.type == "text")
+        text = common.text_of(message.content)  # a blank line between blocks, as llama-server
         thought = "".join(b.thinking or "" for b in message.content if b.type == "thinking")
         calls = tuple(
             ToolCall(b.id or "", b.name or "", b.input or {})

@@ -73,3 +73,26 @@ def test_responses_input_items_become_turns() -> None:
         ChatMessage("assistant", tool_calls=(ToolCall("c1", "get_weather", {"city": "Oslo"}),)),
         ChatMessage("tool", "-3 C", tool_call_id="c1"),
     ]
+
+
+def test_text_parts_are_joined_with_a_blank_line_as_llama_server_does() -> None:
+    """OpenAI content parts and Anthropic text blocks stay apart ("What is" + "the best book"
+    is not "What isthe best book"); llama.cpp's test_chat_template_assistant_prefill expects
+    "Wh\\n\\nill" from the parts "Wh" and "ill". Parts of other kinds, and empty ones, add none."""
+    body = AnthropicMessagesRequest.model_validate(
+        {
+            "model": "m",
+            "max_tokens": 8,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Wh"},
+                        {"type": "text", "text": ""},
+                        {"type": "text", "text": "ill"},
+                    ],
+                }
+            ],
+        }
+    )
+    assert [turn.content for turn in anthropic_turns(body.system, body.messages)] == ["Wh\n\nill"]
