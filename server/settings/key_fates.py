@@ -182,6 +182,8 @@ NOT_APPLIED: dict[str, str] = {
 _DEFAULTS: dict[str, tuple[Any, ...]] = {
     "port": (5001,),
     "port_param": (5001,),
+    "draftamount": (8,),
+    "draftgpulayers": (999, -1),
     "chatcompletionsadapter": ("AutoGuess",),
     "autofitpadding": (1024,),
     "maingpu": (-1,),
@@ -223,7 +225,19 @@ class KeyFate:
     reason: str
 
 
+# Settings Hearth has (read, kept, shown) but does not act on yet: named like the others.
+_DRAFT_MODEL = "a draft model is not applied yet (speculation from n-grams is: --spec-type)"
+NOT_YET_APPLIED = {
+    "draftmodel": _DRAFT_MODEL,
+    "draftamount": _DRAFT_MODEL,
+    "draftgpulayers": _DRAFT_MODEL,
+    "draftgpusplit": _DRAFT_MODEL,
+}
+
+
 def is_applied(key: str) -> bool:
+    if key in NOT_YET_APPLIED:
+        return False
     return key in HearthSettings.model_fields or key in READ_AS
 
 
@@ -232,7 +246,7 @@ def reason_not_applied(key: str) -> str | None:
     know either."""
     if is_applied(key):
         return None
-    return NOT_APPLIED.get(key, UNKNOWN)
+    return NOT_YET_APPLIED.get(key) or NOT_APPLIED.get(key, UNKNOWN)
 
 
 def sets_something(key: str, value: Any) -> bool:

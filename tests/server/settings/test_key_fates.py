@@ -15,6 +15,7 @@ from server.settings.config import HearthSettings
 from server.settings.kcpps import load_kcpps, read_kcpps_dict
 from server.settings.key_fates import (
     NOT_APPLIED,
+    NOT_YET_APPLIED,
     READ_AS,
     UNKNOWN,
     describe,
@@ -44,8 +45,9 @@ def test_every_key_of_the_full_preset_has_exactly_one_fate() -> None:
     data = read_kcpps_dict(FULL_PRESET)
     assert len(data) == 169  # KoboldCpp 1.116's argparse destinations and istemplate
     for key in data:
-        applied = key in HearthSettings.model_fields or key in READ_AS
-        reason = NOT_APPLIED.get(key)
+        known = key in HearthSettings.model_fields or key in READ_AS
+        applied = known and key not in NOT_YET_APPLIED
+        reason = NOT_APPLIED.get(key) or NOT_YET_APPLIED.get(key)
         assert applied != (reason is not None), key
         assert reason_not_applied(key) == reason
         assert reason is None or reason.strip(), key
@@ -53,14 +55,18 @@ def test_every_key_of_the_full_preset_has_exactly_one_fate() -> None:
     assert not NOT_APPLIED.keys() & READ_AS.keys()
     assert set(READ_AS.values()) <= HearthSettings.model_fields.keys()
     # the preset covers issue 27's speed and memory keys, which Hearth applies
-    assert data.keys() >= {"quantkv", "noflashattention", "ropeconfig", "draftmodel", "genlimit"}
+    assert data.keys() >= {"quantkv", "noflashattention", "ropeconfig", "genlimit"}
+    # settings Hearth keeps but does not act on yet (the draft model) are named, not applied
+    assert NOT_YET_APPLIED.keys() <= HearthSettings.model_fields.keys() & data.keys()
 
 
 def test_the_full_preset_reports_each_key_it_sets_once() -> None:
     data = read_kcpps_dict(FULL_PRESET)
     fates = not_applied(data)
     keys = [fate.key for fate in fates]
-    expected = {key for key in data if key in NOT_APPLIED} - AT_DEFAULT - SUPERSEDED
+    named = NOT_APPLIED.keys() | NOT_YET_APPLIED.keys()
+    expected = {key for key in data if key in named} - AT_DEFAULT - SUPERSEDED
+    assert {"draftmodel", "draftamount", "draftgpulayers"} <= set(keys)
     assert len(keys) == len(set(keys)) and set(keys) == expected
     assert UNKNOWN not in {fate.reason for fate in fates}
     assert sorted(keys_named(describe(fates))) == sorted(keys)  # each named once
