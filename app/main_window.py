@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QSpinBox,
-    QTabWidget,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -33,7 +32,14 @@ from app.paths import config_dir, presets_dir, server_command
 from app.pollers import LivePoller, PerfPoller
 from app.run_view import RunView
 from app.server_process import ServerProcess
-from app.tabs.settings_tabs import AdminTab, ContextTab, NetworkTab, QuickLaunchTab
+from app.tabs.loaded_files import LoadedFilesTab
+from app.tabs.settings_tabs import (
+    AdminTab,
+    ContextTab,
+    NetworkTab,
+    QuickLaunchTab,
+    SettingsTabs,
+)
 from server.base.netcheck import port_in_use, url_host
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError
@@ -67,14 +73,16 @@ class MainWindow(QMainWindow):
         self.quick = QuickLaunchTab(hub=self.hub)
         self.network = NetworkTab()
         self.context = ContextTab()
+        self.loaded = LoadedFilesTab()
         self.admin = AdminTab()
         self.run_view = RunView()
-        self.tabs = QTabWidget()
-        self.tabs.addTab(self.quick, "Quick Launch")
-        self.tabs.addTab(self.network, "Network")
-        self.tabs.addTab(self.context, "Context")
-        self.tabs.addTab(self.admin, "Admin")
-        self.tabs.addTab(self.run_view, "Running")
+        self.tabs = SettingsTabs()  # the settings pages scroll on a short screen
+        self.tabs.add_page(self.quick, "Quick Launch")
+        self.tabs.add_page(self.network, "Network")
+        self.tabs.add_page(self.context, "Context")
+        self.tabs.add_page(self.loaded, "Loaded Files")
+        self.tabs.add_page(self.admin, "Admin")
+        self.tabs.addTab(self.run_view, "Running")  # its log and table scroll by themselves
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.hide()
@@ -135,6 +143,7 @@ class MainWindow(QMainWindow):
         self.context.quantize_kv.activated.connect(self._kv_changed)
         self.context.flash_attention.clicked.connect(self._kv_changed)
         self.context.low_vram.clicked.connect(self._kv_changed)
+        self.loaded.draft_changed.connect(self.quick.gpu.set_draft)
 
     def _kv_changed(self) -> None:
         """GPU Layers' estimate follows the Context tab's KV cache fields as they change."""
@@ -146,7 +155,7 @@ class MainWindow(QMainWindow):
     # -- settings <-> widgets ------------------------------------------------------------------
 
     def _forms(self) -> list[Any]:
-        return [self.quick, self.network, self.context, self.admin]
+        return [self.quick, self.network, self.context, self.loaded, self.admin]
 
     def show_settings(self, settings: HearthSettings) -> None:
         self.settings = settings

@@ -2,7 +2,12 @@
 `--spec-type ngram-simple` (and `ngram-mod` with `--mod`), on copy-heavy work and on text that
 does not repeat, in one run.
 
-    .venv/bin/python -m bench.speculation [--repeats 3] [--tokens 300] [--mod]
+    .venv/bin/python -m bench.speculation [--repeats 3] [--tokens 300] [--mod] [--draft]
+    .venv/bin/python -m bench.speculation --kinds draft
+
+With --draft, a draft model too: the bundled model drafting for itself on both servers (no
+smaller model shares its vocabulary here), so the draft costs as much as the model and the
+figure that matters is Hearth against llama-server with the same draft model, not the gain.
 
 Copy-heavy: the model is asked to write out a 48-line Python file again (greedy); the
 bundled model copies it exactly. Loose copy: the same with a 48-line file of ordinary Python,
@@ -40,6 +45,8 @@ from bench.servers import (
 from server.models.files import bundled_model_path
 
 PORT = 5098
+DRAFT_MAX = 8  # KoboldCpp's draftamount default
+DRAFT_P_MIN = 0.75  # Hearth's default; llama-server's is 0
 BASE = f"http://127.0.0.1:{PORT}"
 
 # Copy-heavy: a 48-line Python file to write out again, which the bundled model copies exactly.
@@ -182,11 +189,26 @@ def servers(kinds: list[str]) -> list[Server]:
     ]
     chosen = []
     for kind in ["none", *kinds]:
-        spec = [] if kind == "none" else ["--spec-type", kind]
+        ours, theirs = spec_flags(kind, model)
         label = "plain" if kind == "none" else kind
-        chosen.append(Server(f"Hearth {label}", hearth_command(PORT, *spec), "/api/extra/version"))
-        chosen.append(Server(f"llama-server {label}", [*peer, *spec], "/health"))
+        chosen.append(Server(f"Hearth {label}", hearth_command(PORT, *ours), "/api/extra/version"))
+        chosen.append(Server(f"llama-server {label}", [*peer, *theirs], "/health"))
     return chosen
+
+
+def spec_flags(kind: str, model: str) -> tuple[list[str], list[str]]:
+    """Hearth's and llama-server's flags for one kind of speculation. "draft": the bundled
+    model as its own draft model (no smaller model on its vocabulary is at hand), 8 tokens
+    at most, the same confidence cut on both."""
+    if kind == "none":
+        return [], []
+    if kind == "draft":
+        sizes = ["--spec-draft-n-max", str(DRAFT_MAX), "--spec-draft-p-min", str(DRAFT_P_MIN)]
+        return (
+            ["--draftmodel", model, *sizes],
+            ["--spec-type", "draft-simple", "-md", model, *sizes],
+        )
+    return ["--spec-type", kind], ["--spec-type", kind]
 
 
 def median(values: list[float]) -> float:
@@ -230,8 +252,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=300)
     parser.add_argument("--mod", action="store_true", help="also --spec-type ngram-mod")
+    parser.add_argument(
+        "--draft", action="store_true", help="also a draft model (the bundled model itself)"
+    )
+    parser.add_argument(
+        "--kinds", help="only these kinds, comma-separated (ngram-simple,ngram-mod,draft)"
+    )
     args = parser.parse_args()
-    kinds = ["ngram-simple", *(["ngram-mod"] if args.mod else [])]
+    kinds = [
+        "ngram-simple",
+        *(["ngram-mod"] if args.mod else []),
+        *(["draft"] if args.draft else []),
+    ]
+    if args.kinds:
+        kinds = args.kinds.split(",")
     measured = servers(kinds)
     # Repetitions interleave the servers, so a machine that speeds up or slows down during
     # the run affects every server alike.

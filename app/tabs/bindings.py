@@ -14,7 +14,16 @@ from typing import Any, Generic, TypeVar, get_args
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
-from app.tabs.fields import file_picker, folder_picker, line_edit, spin_box
+from app.tabs.fields import (
+    PATH_SEPARATOR,
+    ExactDoubleSpin,
+    decimal_box,
+    file_picker,
+    files_picker,
+    folder_picker,
+    line_edit,
+    spin_box,
+)
 from server.settings.config import HearthSettings
 
 W = TypeVar("W", bound=QWidget)
@@ -106,6 +115,43 @@ class File(Text):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Files(Binding[QLineEdit]):
+    """Several files' paths in one entry (a list setting; empty: None), with a Browse… that
+    picks several at once."""
+
+    placeholder: str = ""
+    title: str  # of the file dialog
+    file_filter: str  # the dialog's "name (*.ext);;…" choices
+
+    def create(self) -> QLineEdit:
+        return line_edit(self.placeholder)
+
+    def row_widget(self, editor: QLineEdit) -> QWidget:
+        return files_picker(editor, self.title, self.file_filter)
+
+    def load(self, editor: QLineEdit, value: Any) -> None:
+        editor.setText(f"{PATH_SEPARATOR} ".join(value or []))
+
+    def read(self, editor: QLineEdit) -> list[str] | None:
+        paths = [path.strip() for path in editor.text().split(PATH_SEPARATOR)]
+        return [path for path in paths if path] or None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shares(Text):
+    """A list of numbers written as "3,1" or "3 1" (the settings model reads the text); a
+    loaded list shows as "3, 1"."""
+
+    def load(self, editor: QLineEdit, value: Any) -> None:
+        editor.setText(", ".join(_number_text(number) for number in value or []))
+
+
+def _number_text(number: float) -> str:
+    short = f"{number:g}"
+    return short if float(short) == number else repr(number)  # 0.1234567 as it was
+
+
+@dataclass(frozen=True, kw_only=True)
 class Number(Binding[QSpinBox]):
     """An integer in the range the settings model allows."""
 
@@ -123,6 +169,24 @@ class Number(Binding[QSpinBox]):
 
     def read(self, editor: QSpinBox) -> int:
         return editor.value()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decimal(Binding[ExactDoubleSpin]):
+    """A decimal number in the range the settings model allows; a loaded value the box rounds
+    is saved back as it was while the user leaves it alone."""
+
+    decimals: int = 2
+    step: float = 0.1
+
+    def create(self) -> ExactDoubleSpin:
+        return decimal_box(self.key, self.decimals, self.step)
+
+    def load(self, editor: ExactDoubleSpin, value: Any) -> None:
+        editor.load(float(value))
+
+    def read(self, editor: ExactDoubleSpin) -> float:
+        return editor.exact_value()
 
 
 @dataclass(frozen=True, kw_only=True)

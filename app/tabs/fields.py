@@ -1,11 +1,13 @@
 """Widgets the settings tabs are built of: a number field with the settings model's range, a
-line of text, a path with a Browse… button; and the style of an error beside a field."""
+decimal field that saves back what it loaded, a line of text, a path (or several) with a
+Browse… button; and the styles of an error and of a note beside a field."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from PySide6.QtWidgets import (
+    QDoubleSpinBox,
     QFileDialog,
     QHBoxLayout,
     QLineEdit,
@@ -17,6 +19,8 @@ from PySide6.QtWidgets import (
 from server.settings.config import HearthSettings
 
 ERROR_STYLE = "color: #b3261e;"
+INFO_STYLE = "color: #5f6368;"  # a grey note, not an error
+PATH_SEPARATOR = ";"  # between the files of a field that takes several (LoRA)
 
 
 def spin_box(
@@ -31,6 +35,36 @@ def spin_box(
     box.setSingleStep(step)
     if special:
         box.setSpecialValueText(special)
+    return box
+
+
+class ExactDoubleSpin(QDoubleSpinBox):
+    """A decimal field that gives back the value it was loaded with, exactly, until the user
+    changes it: the box shows a value rounded to its decimals, and a file's 0.123456 must
+    save back as it was, not as 0.12."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._loaded: tuple[float, float] | None = None  # (as loaded, as shown)
+
+    def load(self, value: float) -> None:
+        self.setValue(value)
+        self._loaded = (value, self.value())
+
+    def exact_value(self) -> float:
+        if self._loaded is not None and self.value() == self._loaded[1]:
+            return self._loaded[0]
+        return self.value()
+
+
+def decimal_box(setting: str, decimals: int, step: float) -> ExactDoubleSpin:
+    """A decimal field with the range the settings model gives `setting`."""
+    lower, upper = HearthSettings.bounds(setting)
+    assert lower is not None and upper is not None, f"{setting} has no range"
+    box = ExactDoubleSpin()
+    box.setDecimals(decimals)
+    box.setRange(lower, upper)
+    box.setSingleStep(step)
     return box
 
 
@@ -63,6 +97,19 @@ def file_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
             edit.setText(path)
 
     return _with_browse(edit, choose_file)
+
+
+def files_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
+    """`edit` with a Browse… button that fills it with one or more files the user picks, shown
+    as one entry (PATH_SEPARATOR between them)."""
+
+    def choose_files() -> None:
+        first = edit.text().split(PATH_SEPARATOR)[0].strip()
+        paths, _ = QFileDialog.getOpenFileNames(edit, title, first, file_filter)
+        if paths:
+            edit.setText(f"{PATH_SEPARATOR} ".join(paths))
+
+    return _with_browse(edit, choose_files)
 
 
 def _with_browse(edit: QLineEdit, choose: Callable[[], None]) -> QWidget:

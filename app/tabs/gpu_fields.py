@@ -3,8 +3,9 @@
 Backend: Use CPU, Use Vulkan (every GPU), or one Vulkan device by name and free memory (the
 list comes from `hearth list-devices`, run by app.device_probe; until it answers only the
 general choices show). GPU Layers: Auto (-1, KoboldCpp's autofit) or a count, with the memory
-estimate for the chosen model, context and device beside it. On a build without a GPU backend
-both are disabled and say why, and the loaded values are saved back untouched.
+estimate for the chosen model (and its draft model), context and device beside it. On a build
+without a GPU backend both are disabled and say why, and the loaded values are saved back
+untouched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from server.devices.backends import GPU_BUILD_HINT
 from server.devices.listing import ListedDevice
 from server.models.memory import (
     KvCacheLayout,
+    MemoryEstimate,
     auto_gpu_layers,
     estimate_memory,
     kv_cache_layout,
@@ -50,6 +52,30 @@ def backend_key(settings: HearthSettings) -> str:
     return EVERY_VULKAN
 
 
+def draft_file(text: str | None) -> Path | None:
+    """The draft model's file as a settings value names it (None when unset)."""
+    text = (text or "").strip()
+    return Path(text).expanduser() if text else None
+
+
+def draft_device_bytes(draft: MemoryEstimate, gpu_layers: int) -> int:
+    """The device memory of a draft model with `gpu_layers` of it offloaded (KoboldCpp's
+    draftgpulayers: 999, its default, is all of them; -1, auto, is taken as all too, since a
+    draft model is small): its weights, its KV cache for the same context and type as the
+    model's (none with --lowvram) and its own compute buffer, as for the model itself."""
+    return draft.device_bytes(draft.all_layers if gpu_layers < 0 else gpu_layers)
+
+
+def _estimate(model: Path, context: int, kv: KvCacheLayout) -> MemoryEstimate | None:
+    """The model's estimate, or None when its file cannot be read (the field says why)."""
+    try:
+        from server.models.gguf import gguf_summary
+
+        return estimate_memory(gguf_summary(model), context, DEFAULT_BATCH, kv)
+    except (OSError, ValueError):
+        return None
+
+
 class GpuFields(QObject):
     """The widgets of the two rows and the logic between them."""
 
@@ -72,6 +98,8 @@ class GpuFields(QObject):
         self._model: Path | None = None
         self._context = 4096
         self._kv = KvCacheLayout()  # the loaded settings' KV cache type and place
+        self._draft: Path | None = None  # the draft model (Loaded Files) and its GPU layers
+        self._draft_layers = 999
         self._fill_backends(AUTO_BACKEND)
         if not self.has_gpu:
             # A CPU-only build offloads nothing, whatever the fields say: show that.
@@ -120,6 +148,7 @@ class GpuFields(QObject):
         type_k, type_v = settings.kv_cache_types
         on_device = not settings.kv_in_system_memory
         self._kv, _ = kv_cache_layout(type_k, type_v, settings.flash_attention, on_device)
+        self._draft, self._draft_layers = draft_file(settings.draftmodel), settings.draftgpulayers
         self._fill_backends(self._kept_backend)
         self.gpu_layers.setValue(settings.gpulayers if self.has_gpu else -1)
         self._update()
@@ -164,6 +193,11 @@ class GpuFields(QObject):
         """The KV cache as the Context tab says now (Quantize KV, FlashAttention, No KV
         Offload): the estimate and Auto follow it before the settings are saved."""
         self._kv, _ = kv_cache_layout(kv_type, kv_type, flash_attention, on_device)
+        self._update()
+
+    def set_draft(self, model: Path | None, gpu_layers: int) -> None:
+        """The draft model and its GPU layers as the Loaded Files tab says now."""
+        self._draft, self._draft_layers = model, gpu_layers
         self._update()
 
     def set_model(self, model: Path | None, context: int) -> None:
@@ -229,24 +263,29 @@ class GpuFields(QObject):
             return "No GPU found: runs on the CPU."
         if self._model is None:
             return ""
-        try:
-            from server.models.gguf import gguf_summary
-
-            summary = gguf_summary(self._model)
-            estimate = estimate_memory(summary, self._context, DEFAULT_BATCH, self._kv)
-        except (OSError, ValueError):
+        estimate = _estimate(self._model, self._context, self._kv)
+        if estimate is None:
             return ""  # the model field says what is wrong with the file
+        draft = self.draft_bytes()
+        with_draft = f" (draft model: {mib(draft)})" if draft else ""
         free = sum(device.free_bytes for device in gpus)
         layers = self.gpu_layers.value()
         if layers < 0:
-            fitted = auto_gpu_layers(estimate, free)
+            fitted = auto_gpu_layers(estimate, free - draft)
             return (
                 f"Auto: {fitted} of {estimate.all_layers} layers, about "
-                f"{mib(estimate.device_bytes(fitted))} of {mib(free)} free"
+                f"{mib(estimate.device_bytes(fitted) + draft)} of {mib(free)} free{with_draft}"
             )
-        needed = estimate.device_bytes(layers)
+        needed = estimate.device_bytes(layers) + draft
         fits = "" if needed <= free else " — will not fit"
-        return f"About {mib(needed)} of {mib(free)} free{fits}"
+        return f"About {mib(needed)} of {mib(free)} free{with_draft}{fits}"
+
+    def draft_bytes(self) -> int:
+        """The draft model's device memory (0 without one, or when its file cannot be read)."""
+        if self._draft is None or not self._draft.is_file():
+            return 0
+        draft = _estimate(self._draft, self._context, self._kv)
+        return 0 if draft is None else draft_device_bytes(draft, self._draft_layers)
 
     def _update(self) -> None:
         if self.has_gpu:

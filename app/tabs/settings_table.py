@@ -13,7 +13,18 @@ Template, beside the model files as KoboldCpp's Loaded Files tab has it); llama-
 from __future__ import annotations
 
 from app.settings_store import LAUNCHER_MIN_MULTIUSER
-from app.tabs.bindings import Check, Choice, File, Folder, KvTypeChoice, Number, Text
+from app.tabs.bindings import (
+    Check,
+    Choice,
+    Decimal,
+    File,
+    Files,
+    Folder,
+    KvTypeChoice,
+    Number,
+    Shares,
+    Text,
+)
 from server.base.defaults import DEFAULT_BATCH
 
 # -- shown on two tabs ----------------------------------------------------------------------
@@ -266,6 +277,47 @@ SPECULATION = Choice(
     "Speculative Decoding:",
     captions={"none": "Off", "ngram-simple": "N-grams (ngram-simple)", "ngram-mod": "ngram-mod"},
     more="The reply is the same; copying code, JSON or quotes is about twice as fast.",
+)
+
+# -- Loaded Files (issue 27) ------------------------------------------------------------------
+
+GGUF_FILES = "GGUF files (*.gguf);;All files (*)"
+LORA = Files(
+    "lora",
+    "LoRA:",
+    placeholder="none: the model as it is",
+    title="Choose LoRA adapters (GGUF)",
+    file_filter=GGUF_FILES,
+    more="KoboldCpp's Text Lora, llama-server's --lora. Several: choose them together with "
+    "Browse…, or separate their paths with ';'.",
+)
+LORA_MULT = Decimal(
+    "loramult",
+    "LoRA Multiplier:",
+    more="Every adapter's (default {default}; {min} to {max}); a request may ask otherwise.",
+)
+# Vision's projector (KoboldCpp's "Vision mmproj", key mmproj) comes here with vision, issue 28.
+DRAFT_MODEL = File(
+    "draftmodel",
+    "Draft Model:",
+    placeholder="none: no draft model",
+    title="Choose a GGUF draft model",
+    file_filter=GGUF_FILES,
+    more="A small model with the same vocabulary (llama-server's --spec-draft-model). The "
+    "GPU Layers estimate on Quick Launch counts it.",
+)
+DRAFT_AMOUNT = Number("draftamount", "Draft Amount:", more="Default {default}.")
+DRAFT_GPU_LAYERS = Number(
+    "draftgpulayers",
+    "Draft GPU Layers:",
+    special="Auto",
+    more="999 (the default): all of them.",
+)
+DRAFT_GPU_SPLIT = Shares(
+    "draftgpusplit",
+    "Draft GPU Split:",
+    placeholder="none: by free memory (e.g. 3,1)",
+    more="One share per GPU, as 3,1 or 3 1.",
 )
 
 # -- Admin ------------------------------------------------------------------------------------

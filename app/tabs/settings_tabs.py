@@ -1,4 +1,6 @@
-"""The settings tabs, KoboldCpp's layout: Quick Launch, Network, Context, Admin.
+"""The settings tabs, KoboldCpp's layout: Quick Launch, Network, Context, Admin (and Loaded
+Files, in app.tabs.loaded_files), and SettingsTabs, the tab widget that shows each of them in a
+scroll area.
 
 Each tab places bindings (app.tabs.settings_table) in rows; loading and reading the settings is
 the form's own (app.tabs.form), over the rows in order. Quick Launch adds the model's facts
@@ -9,20 +11,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QTabWidget,
+    QWidget,
+)
 
 from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.model_info import describe_model
 from app.tabs import settings_table as table
-from app.tabs.fields import ERROR_STYLE
+from app.tabs.fields import ERROR_STYLE, INFO_STYLE
 from app.tabs.form import SettingsForm
 from app.tabs.gpu_fields import GpuFields
+from app.tabs.rope_fields import RopeFields
 from server.devices.backends import gpu_backends as find_gpu_backends
 from server.models.files import bundled_model_file
 from server.settings.config import HearthSettings
-
-INFO_STYLE = "color: #5f6368;"  # a grey note, not an error
 
 
 class QuickLaunchTab(SettingsForm):
@@ -160,6 +172,9 @@ class ContextTab(SettingsForm):
         self.jinja_kwargs = self.add(table.JINJA_KWARGS)
         self.reasoning_format = self.add(table.REASONING_FORMAT)
         self.reasoning_budget = self.add(table.REASONING_BUDGET)
+        self.rope = RopeFields(self)  # before Quantize KV, as in KoboldCpp
+        self.add_row("ropeconfig", "", self.rope.row(), self.rope.tooltip)
+        self.add_part(self.rope)
         self.quantize_kv = self.add(table.QUANTIZE_KV)
         self.flash_attention = self.add(table.FLASH_ATTENTION)
         self.low_vram = self.add(table.LOW_VRAM)
@@ -199,3 +214,57 @@ class AdminTab(SettingsForm):
     def _admin_toggled(self, enabled: bool) -> None:
         self.admin_dir_picker.setEnabled(enabled)  # the field and its Browse… button
         self.admin_password.setEnabled(enabled)
+
+
+class ScrollingPage(QScrollArea):
+    """A settings tab that scrolls vertically when the window is shorter than its rows, so the
+    tab with the most rows (Context) does not set the window's minimum height beyond a laptop
+    screen. Frameless and never scrolled sideways: it looks like the bare tab."""
+
+    def __init__(self, page: QWidget) -> None:
+        super().__init__()
+        self.setWidget(page)
+        self.setWidgetResizable(True)
+        # Unfilled, so the tab's own pane shows through as it did without a scroll area.
+        page.setAutoFillBackground(False)  # (setWidget turned it on)
+        self.viewport().setAutoFillBackground(False)
+        # No Tab stop of its own: Tab goes from the tab bar to the first field as before, and
+        # a field that takes the focus is scrolled into view.
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def sizeHint(self) -> QSize:
+        # The whole page (QScrollArea's own stops at 24 lines), so a window at its natural
+        # size shows every row with no scroll bar when the screen has room.
+        return self._page().sizeHint()
+
+    def minimumSizeHint(self) -> QSize:
+        # As wide as the page needs beside a shown scroll bar (nothing is cut at the right);
+        # as short as a scroll area may be.
+        width = self._page().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(width, super().minimumSizeHint().height())
+
+    def _page(self) -> QWidget:
+        page = self.widget()
+        assert page is not None  # set in __init__, never taken
+        return page
+
+
+class SettingsTabs(QTabWidget):
+    """The window's tabs: settings pages in a ScrollingPage each (`add_page`), found by the
+    page itself as well as by what the tab holds."""
+
+    def add_page(self, page: QWidget, label: str) -> int:
+        return self.addTab(ScrollingPage(page), label)
+
+    def indexOf(self, widget: QWidget, /) -> int:
+        """The tab showing `widget`, itself or inside its scroll area (-1: none)."""
+        for index in range(self.count()):
+            held = self.widget(index)
+            if widget is held or (isinstance(held, ScrollingPage) and held.widget() is widget):
+                return index
+        return -1
+
+    def setCurrentWidget(self, widget: QWidget, /) -> None:
+        self.setCurrentIndex(self.indexOf(widget))

@@ -166,7 +166,7 @@ def main() -> None:
         first_vulkan = gpu.backend.findData("vulkan:0")
         if first_vulkan >= 0:
             gpu.backend.setCurrentIndex(first_vulkan)
-    for index, name in enumerate(["quick-launch", "network", "context", "admin"]):
+    for index, name in enumerate(["quick-launch", "network", "context", "loaded-files", "admin"]):
         window.tabs.setCurrentIndex(index)
         wait(300)
         window.grab().save(str(OUT / f"launcher-{name}.png"))

@@ -29,6 +29,18 @@ class TemplateChoice:
 
 
 @dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters applied on top of the model (KoboldCpp's --lora and --loramult,
+    llama-server's --lora and --lora-scaled): server/core/llama/lora.py loads them."""
+
+    paths: tuple[str, ...] = ()  # numbered from 0 in this order, as llama-server does
+    # The scales a request gets unless it names its own (llama-server's per-request `lora`),
+    # one per adapter. The one list the HTTP side changes in place (POST /lora-adapters), as
+    # llama-server changes its own parameters there; each request reads it when it starts.
+    scales: list[float] = field(default_factory=list, compare=False)
+
+
+@dataclass(frozen=True)
 class ModelOptions:
     """How llama.cpp loads the model and sizes its KV cache (KV type, flash attention, mmap,
     mlock, RoPE, overrides, MoE on the CPU, BOS): server/core/llama/model.py applies them."""
@@ -46,6 +58,8 @@ class ModelOptions:
     moe_experts: int = -1  # experts used per token; -1: the model's own
     add_bos: bool = True  # False (--nobostoken): prompts get no BOS token
     gen_limit: int = 0  # the most tokens any request generates; 0: no limit
+    # Meant for this model file alone: a draft model (draft_model.py) takes none.
+    lora: LoraSettings = field(default_factory=LoraSettings)
 
     def fingerprint(self) -> str:
         """What of these a saved KV state depends on, for the prompt cache on disk (the cache
@@ -72,7 +86,8 @@ class SpeculationSettings:
     # the n-gram kinds have their own sizes above, as in llama-server.
     draft_max: int = 8
     draft_min: int = 0
-    draft_model: str | None = None  # KoboldCpp's draftmodel (not applied yet)
+    draft_p_min: float = 0.75  # a draft model's guess less likely than this ends its draft
+    draft_model: str | None = None  # KoboldCpp's draftmodel
     draft_gpu_layers: int = 999
     draft_gpu_split: tuple[float, ...] | None = None
 

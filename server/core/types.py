@@ -132,6 +132,10 @@ class GenerationRequest:
     # Save, restore or erase a slot's KV state instead of generating (llama-server's
     # /slots actions, KoboldCpp's admin save states): one SlotActionEvent, then the outcome.
     slot_action: SlotAction | None = None
+    # The LoRA adapters' scales for this request as (adapter id, scale) pairs, every adapter
+    # not named at 0 (llama-server's per-request `lora`); None: the server's scales (its
+    # settings, or what POST /lora-adapters set last).
+    lora: tuple[tuple[int, float], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

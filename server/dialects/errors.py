@@ -76,7 +76,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 LLAMA_SERVER_PATHS = frozenset(
     {"/completions", "/chat/completions", "/tokenize", "/detokenize", "/apply-template"}
     | {"/health", "/props", "/completion", "/slots", "/metrics", "/embeddings"}
-    | {"/chat/completions/input_tokens", "/responses/input_tokens"}
+    | {"/chat/completions/input_tokens", "/responses/input_tokens", "/lora-adapters"}
 )
 
 

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from server.core.load_settings import (
     LoadSettings,
+    LoraSettings,
     ModelOptions,
     SpeculationSettings,
     TemplateChoice,
@@ -52,7 +53,7 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
 
 
 def model_options(settings: HearthSettings) -> ModelOptions:
-    """KV cache type, flash attention, mmap/mlock, RoPE, overrides, MoE, BOS."""
+    """KV cache type, flash attention, mmap/mlock, RoPE, overrides, MoE, BOS, LoRA."""
     type_k, type_v = settings.kv_cache_types
     rope_base, rope_scale = settings.rope_frequencies
     return ModelOptions(
@@ -69,6 +70,9 @@ def model_options(settings: HearthSettings) -> ModelOptions:
         moe_experts=settings.moeexperts,
         add_bos=not settings.nobostoken,
         gen_limit=settings.genlimit,
+        lora=LoraSettings(
+            tuple(path for path, _scale in settings.lora_adapters()), settings.lora_scales_now()
+        ),
     )
 
 
@@ -83,6 +87,7 @@ def speculation_settings(settings: HearthSettings) -> SpeculationSettings:
         mod_n_max=settings.spec_ngram_mod_n_max,
         draft_max=settings.draftamount,
         draft_min=settings.spec_draft_n_min,
+        draft_p_min=settings.spec_draft_p_min,
         draft_model=settings.draftmodel,
         draft_gpu_layers=settings.draftgpulayers,
         draft_gpu_split=_frozen(settings.draftgpusplit),

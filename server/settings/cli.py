@@ -100,8 +100,14 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "draftmodel": ("--draftmodel", "--spec-draft-model", "--model-draft", "-md"),
     "draftamount": ("--draftamount", "--spec-draft-n-max", "--draft-max"),
     "spec_draft_n_min": ("--spec-draft-n-min", "--draft-min"),  # llama-server's flags
+    "spec_draft_p_min": ("--spec-draft-p-min", "--draft-p-min"),
     "draftgpulayers": ("--draftgpulayers", "--spec-draft-ngl", "--gpu-layers-draft", "-ngld"),
     "draftgpusplit": ("--draftgpusplit",),
+    # -- LoRA adapters (server/settings/lora_fields.py) --
+    "lora": ("--lora",),
+    "loramult": ("--loramult",),
+    "lora_scaled": ("--lora-scaled",),  # llama-server's flags
+    "lora_init_without_apply": ("--lora-init-without-apply",),
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -145,7 +151,8 @@ _METAVARS = {
     # -- speculative decoding --
     "spec_type": "none|ngram-simple|ngram-mod",
     "draftmodel": "FILE",
-    "draftgpusplit": "SHARE[,SHARE]",
+    # -- LoRA adapters --
+    "loramult": "SCALE",
 }
 
 
@@ -202,8 +209,14 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
             *flags, dest=name, nargs="*", type=int, metavar="ID", help=f"{description}"
         )
         return
-    if name == "tensor_split":  # KoboldCpp: `--tensor_split 3 1`; llama-server: `3,1`
+    if name in ("tensor_split", "draftgpusplit"):  # KoboldCpp: `3 1`; llama-server: `3,1`
         parser.add_argument(*flags, dest=name, nargs="+", metavar="SHARE", help=description)
+        return
+    if name in ("lora", "lora_scaled"):  # KoboldCpp: `--lora A B`; llama-server repeats it
+        metavar = "FILE" if name == "lora" else "FILE:SCALE"
+        parser.add_argument(
+            *flags, dest=name, action="extend", nargs="+", metavar=metavar, help=description
+        )
         return
     if name == "ropeconfig":  # KoboldCpp: `--ropeconfig 0.5 10000`; also `0.5,10000`
         parser.add_argument(*flags, dest=name, nargs="+", metavar="SCALE", help=description)

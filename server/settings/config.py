@@ -20,6 +20,7 @@ from server.base.defaults import (
     default_thread_count,
 )
 from server.base.netcheck import is_loopback
+from server.settings.lora_fields import LoraFields
 from server.settings.model_fields import ModelOptionFields
 from server.settings.speculation_fields import SpeculationFields
 from server.settings.template_fields import ChatTemplateFields
@@ -28,7 +29,7 @@ DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
 
 
-class HearthSettings(ChatTemplateFields, ModelOptionFields, SpeculationFields):
+class HearthSettings(ChatTemplateFields, ModelOptionFields, SpeculationFields, LoraFields):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
     The chat template's settings are in server/settings/template_fields.py, the model-loading
     options in model_fields.py, speculative decoding's in speculation_fields.py."""

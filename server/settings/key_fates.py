@@ -32,7 +32,6 @@ _TEXT_ONLY = "Hearth serves text models only"
 _NO_HORDE = "no AI Horde worker in Hearth"
 _NO_LITE_STORAGE = "no KoboldAI Lite story hosting: the chat page keeps its own conversations"
 _DEPRECATED = "deprecated in KoboldCpp itself"
-_LORA = "LoRA adapters: not applied yet, issue 27"
 _VISION = "vision: not applied yet, issue 28"
 _ONE_BUILD = "Hearth runs the one llama.cpp build it was installed with"
 _RPC_HOST = "to lend this machine's devices, run `hearth rpc-worker` instead"
@@ -77,8 +76,6 @@ NOT_APPLIED: dict[str, str] = {
     "nomodel": "the launcher opens without a model anyway; a server always serves one",
     "chatcompletionsadapter": "Hearth uses the model's own chat template, or --jinjatemplate",
     "enableguidance": "no classifier-free guidance or negative prompts in Hearth",
-    "lora": _LORA,
-    "loramult": _LORA,
     "mmproj": _VISION,
     "mmprojcpu": _VISION,
     "visionmaxres": _VISION,
@@ -188,7 +185,6 @@ _DEFAULTS: dict[str, tuple[Any, ...]] = {
     "autofitpadding": (1024,),
     "maingpu": (-1,),
     "splitmode": ("layer",),
-    "loramult": (1.0,),
     "visionmaxres": (1024,),
     "visionmintokens": (-1,),
     "visionmaxtokens": (-1,),
@@ -225,14 +221,9 @@ class KeyFate:
     reason: str
 
 
-# Settings Hearth has (read, kept, shown) but does not act on yet: named like the others.
-_DRAFT_MODEL = "a draft model is not applied yet (speculation from n-grams is: --spec-type)"
-NOT_YET_APPLIED = {
-    "draftmodel": _DRAFT_MODEL,
-    "draftamount": _DRAFT_MODEL,
-    "draftgpulayers": _DRAFT_MODEL,
-    "draftgpusplit": _DRAFT_MODEL,
-}
+# Settings Hearth has (read, kept, shown) but does not act on yet: named like the others
+# (none at present; the draft model's keys were, until speculation from a draft model came).
+NOT_YET_APPLIED: dict[str, str] = {}
 
 
 def is_applied(key: str) -> bool:

@@ -18,7 +18,8 @@ SpecType = Literal["none", "ngram-simple", "ngram-mod"]
 
 class SpeculationFields(BaseModel):
     # llama-server's --spec-type (not a KoboldCpp key: a .kcpps file without it means none).
-    # Its other kinds (a draft model's, ngram-map-k, ngram-cache) are not here yet.
+    # A draft model (draftmodel) drafts instead when set; ngram-map-k and ngram-cache are not
+    # here yet.
     spec_type: SpecType = Field(
         default="none",
         description="Speculative decoding without a draft model: ngram-simple or ngram-mod "
@@ -47,8 +48,8 @@ class SpeculationFields(BaseModel):
     # KoboldCpp's Draft Model (its Loaded Files tab) and llama-server's --spec-draft-model.
     draftmodel: str | None = Field(
         default=None,
-        description="GGUF draft model for speculative decoding, on the model's vocabulary "
-        "(not applied yet).",
+        description="GGUF draft model for speculative decoding: a smaller model on the same "
+        "vocabulary.",
     )
     # KoboldCpp's --draftamount (default 8) and llama-server's --spec-draft-n-max: one knob.
     # As in both, it sizes a draft model's drafts; the n-gram kinds have their own sizes.
@@ -58,6 +59,16 @@ class SpeculationFields(BaseModel):
     # llama-server's --spec-draft-n-min (a draft model's shorter drafts are dropped).
     spec_draft_n_min: int = Field(
         default=0, ge=0, le=1024, description="A draft model's shortest draft in tokens."
+    )
+    # llama-server's --spec-draft-p-min: a draft stops at a guess the draft model is less sure
+    # of (its top token's probability among its ten likeliest). llama-server's default is now
+    # 0 (draft the whole amount); Hearth keeps its former 0.75, which spares the rows of
+    # guesses that are mostly rejected.
+    spec_draft_p_min: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=1.0,
+        description="A draft model's least confidence to go on drafting (0: never stop).",
     )
     # KoboldCpp's --draftgpulayers (default 999: all) and llama-server's --spec-draft-ngl.
     draftgpulayers: int = Field(

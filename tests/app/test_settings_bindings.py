@@ -53,7 +53,7 @@ def test_number_fields_take_their_range_from_the_model(qtbot: QtBot) -> None:
 
 
 def test_each_tab_reads_the_settings_of_its_rows(window: MainWindow) -> None:
-    for form in (window.quick, window.network, window.context, window.admin):
+    for form in (window.quick, window.network, window.context, window.loaded, window.admin):
         read = set(form.read())
         rows = {key for key in read if form.show_error(key, "shown")}
         # The GPU rows are one part that also reads the backend's keys without a row.

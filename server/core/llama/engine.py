@@ -25,8 +25,10 @@ from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
 from server.core.llama.card import ModelCard
+from server.core.llama.draft_model import DraftModel, engine_speculators
 from server.core.llama.drawing import draw
 from server.core.llama.embedder import Embedder
+from server.core.llama.lora import Scales
 from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
@@ -36,7 +38,7 @@ from server.core.llama.sampler import (
 from server.core.llama.sequence import Sequence, joined_text
 from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
-from server.core.llama.speculation import describe, speculators
+from server.core.llama.speculation import describe
 from server.core.llama.thinking import thought_budget
 from server.core.load_settings import LoadSettings
 from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
@@ -62,7 +64,9 @@ Events = list[tuple[object, EngineReport]]
 class LlamaCppEngine:
     """One loaded GGUF with one context; generation runs on the scheduler's worker thread."""
 
-    def __init__(self, loaded: LoadedModel, settings: LoadSettings) -> None:
+    def __init__(
+        self, loaded: LoadedModel, settings: LoadSettings, draft: DraftModel | None = None
+    ) -> None:
         self._loaded = loaded
         self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
         self._name = model_display_name(loaded.path)
@@ -91,13 +95,8 @@ class LlamaCppEngine:
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
         self._settings = settings
-        self._speculators = speculators(settings.speculation)
-        model = loaded.model
-        if self._speculators and (
-            llama.llama_model_is_recurrent(model) or llama.llama_model_is_hybrid(model)
-        ):  # rejected draft tokens leave the KV cache; a recurrent state cannot drop them
-            logger.warning("Speculative decoding is off: this model's state cannot drop tokens")
-            self._speculators = None
+        self._draft = draft  # the draft model, closed with the engine
+        self._speculators = engine_speculators(loaded, settings.speculation, draft)
         self._embedder: Embedder | None = None  # created by the first embedding request
         self._closed = False
 
@@ -118,7 +117,7 @@ class LlamaCppEngine:
         )
         for line in describe(settings.speculation):
             logger.info("%s", line)
-        return cls(loaded, settings)
+        return cls(loaded, settings, DraftModel.beside(loaded, settings))
 
     # -- Engine protocol -------------------------------------------------------------------
 
@@ -175,7 +174,7 @@ class LlamaCppEngine:
         if (
             schema is not None
             and decision is not None
-            and not self._model_says_yes(decision, cancelled)
+            and not self._model_says_yes(decision, cancelled, request.lora)
         ):
             schema = None
         sequence = self.start_sequence(request, cancelled, schema)
@@ -211,12 +210,13 @@ class LlamaCppEngine:
         """Give a request a free slot (the one whose cache shares the longest prefix); it
         then advances with every `step()`. Returns the handle events are reported under."""
         started = time.perf_counter()
+        request = self._loaded.adapters.resolved(request)  # the LoRA scales it runs at
         max_tokens, prompt, truncated = self._loaded.fit(request)
-        owner = request.cache_owner
-        slot = self._slots.best_free({s.slot for s in self._active}, prompt, owner)
+        owner, lora = request.cache_owner, self._loaded.adapters.cache_key(request)
+        slot = self._slots.best_free({s.slot for s in self._active}, prompt, owner, lora)
         if slot is None:
             raise EngineError("no free slot for another sequence")
-        reused = self._slots.prepare(slot, prompt, owner, reuse=request.reuse_cache)
+        reused = self._slots.prepare(slot, prompt, owner, request.reuse_cache, lora)
         grammar = schema_grammar(schema) if schema is not None else request.grammar
         sampler = self._samplers.build(request.sampling, prompt, grammar)
         loaded = self._loaded
@@ -238,7 +238,7 @@ class LlamaCppEngine:
                 lambda text: loaded.tokenize(text, add_bos=False, parse_special=True),
                 sampler,
             ),
-            speculator=None if self._speculators is None else self._speculators(),
+            speculator=None if self._speculators is None else self._speculators(slot.seq_id),
         )
         self._active.append(sequence)
         return sequence
@@ -249,7 +249,9 @@ class LlamaCppEngine:
         events: Events = []
         for sequence in [s for s in self._active if s.cancelled.is_set()]:
             self._finish(sequence, FinishReason.CANCELLED, events)
-        added, used = self._batch.fill(self._active, self._loaded.slot_context)
+        # One LoRA configuration per decode: the others wait their turn (lora.py).
+        batched = self._loaded.adapters.turn(self._active)
+        added, used = self._batch.fill(batched, self._loaded.slot_context)
         if used == 0:
             return events
 
@@ -285,6 +287,8 @@ class LlamaCppEngine:
         self._batch.free()
         if self._embedder is not None:  # its context uses the model: freed first
             self._embedder.close()
+        if self._draft is not None:
+            self._draft.close()
         self._loaded.close()
 
     def _embeddings(self) -> Embedder:
@@ -372,10 +376,12 @@ class LlamaCppEngine:
                 events.append((sequence, sequence.release(rest)))
         events.append((sequence, sequence.outcome(reason, stop_sequence, error)))
 
-    def _model_says_yes(self, question_prompt: str, cancelled: threading.Event) -> bool:
+    def _model_says_yes(
+        self, question_prompt: str, cancelled: threading.Event, lora: Scales | None = None
+    ) -> bool:
         """A hidden, grammar-bound yes/no answer (greedy), e.g. "does this need a tool?"."""
         request = GenerationRequest(
-            "decision", question_prompt, max_tokens=1, sampling=SamplingParams(temperature=0.0)
+            "decision", question_prompt, 1, SamplingParams(temperature=0.0), lora=lora
         )
         sequence = self.start_sequence(request, cancelled)
         llama.llama_sampler_free(sequence.sampler)

@@ -21,6 +21,7 @@ from server.core.llama.load_options import (
     kv_layout,
     model_overrides,
 )
+from server.core.llama.lora import LoraAdapters
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
 from server.core.load_settings import LoadSettings, ModelOptions, TemplateChoice
 from server.core.types import GenerationRequest
@@ -286,6 +287,7 @@ class LoadedModel(Vocabulary):
         ]
         self.can_shift = bool(llama.llama_memory_can_shift(self.memory))
         self.threadpool = threadpool
+        self.adapters = LoraAdapters(context)  # none until `load` loads --lora's
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -312,8 +314,9 @@ class LoadedModel(Vocabulary):
             loaded = cls(model, context, path, threadpool, placement, settings.template)
             loaded.add_bos = loaded.add_bos and settings.options.add_bos  # --nobostoken
             loaded.gen_limit = settings.options.gen_limit
+            loaded.adapters = LoraAdapters.load(model, context, path, settings.options.lora)
             return loaded
-        except EngineError:  # the chosen template does not compile (checked at start)
+        except EngineError:  # the chosen template does not compile, or a LoRA does not fit
             if threadpool is not None:
                 threadpool.detach(context)
             llama.llama_free(context)
@@ -328,4 +331,5 @@ class LoadedModel(Vocabulary):
             if self.threadpool is not None:
                 self.threadpool.detach(self.context)
             llama.llama_free(self.context)
+            self.adapters.free()  # before the model, which would free them too
             llama.llama_model_free(self.model)

@@ -82,9 +82,12 @@ class SlotCache:
         """Prompts go in aligned blocks (see PROMPT_BLOCK): with more than one slot."""
         return len(self.slots) > 1
 
-    def best_free(self, busy: set[Slot], prompt: list[int], owner: str = "") -> Slot | None:
-        """The free slot whose cache shares the longest prefix with `prompt` (`owner`'s)."""
-        owner = owner if self._private else ""
+    def best_free(
+        self, busy: set[Slot], prompt: list[int], owner: str = "", adapters: str = ""
+    ) -> Slot | None:
+        """The free slot whose cache shares the longest prefix with `prompt` (`owner`'s, made
+        under the LoRA scales `adapters` names)."""
+        owner = self._key(owner, adapters)
         free = [slot for slot in self.slots if slot not in busy]
 
         def reusable(slot: Slot) -> int:
@@ -92,11 +95,14 @@ class SlotCache:
 
         return max(free, key=reusable) if free else None
 
-    def prepare(self, slot: Slot, prompt: list[int], owner: str = "", reuse: bool = True) -> int:
+    def prepare(
+        self, slot: Slot, prompt: list[int], owner: str = "", reuse: bool = True, adapters: str = ""
+    ) -> int:
         """Make the slot hold the longest reusable start of `prompt` it can (its own cache, or
-        a saved state restored into it) for `owner`, nothing when not `reuse`; return how
-        many tokens it holds."""
-        owner = owner if self._private else ""
+        a saved state restored into it) for `owner` under the LoRA scales `adapters` names
+        (server/core/llama/lora.py's cache_key), nothing when not `reuse`; return how many
+        tokens it holds."""
+        owner = self._key(owner, adapters)
         self.latest = slot
         if slot.owner != owner:  # another's tokens: kept under their owner, never reused
             self._trim(slot, 0)
@@ -110,6 +116,13 @@ class SlotCache:
                 if shifted is not None:
                     return shifted
         return self._trim(slot, keep)
+
+    def _key(self, owner: str, adapters: str) -> str:
+        """Whose cached tokens a request may reuse: with --privatecache only its owner's, and
+        always only those computed under the same LoRA scales (the same tokens under other
+        scales have other keys and values). States with an owner never reach the disk."""
+        mine = owner if self._private else ""
+        return f"{mine}|lora={adapters}" if adapters else mine
 
     def empty(self, slot: Slot) -> None:
         """Drop what the slot holds (kept in the prompt cache first, when worth it)."""

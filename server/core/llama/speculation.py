@@ -22,6 +22,7 @@ and then pause: on text that does not repeat, speculation costs (almost) nothing
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from server.core.load_settings import SpeculationSettings
@@ -196,34 +197,49 @@ class Speculator:
         self._pacer.verified(drafted, accepted)
 
 
-def speculators(settings: SpeculationSettings) -> Callable[[], Speculator] | None:
-    """What gives each new sequence its Speculator under `settings`; None when speculation is
-    off (or its kind drafts nothing: a size of 0)."""
+class DraftSource(Protocol):
+    """A draft model (server/core/llama/draft_model.py): a drafter for each sequence id."""
+
+    def drafter(self, seq_id: int, settings: SpeculationSettings) -> Drafter: ...
+
+
+def speculators(
+    settings: SpeculationSettings, draft_model: DraftSource | None = None
+) -> Callable[[int], Speculator] | None:
+    """What gives each new sequence (by its sequence id) its Speculator under `settings`;
+    None when speculation is off (or its kind drafts nothing: a size of 0). A draft model,
+    when there is one, drafts rather than n-grams."""
+    if draft_model is not None and settings.draft_max > 0:
+        most = settings.draft_max
+        return lambda seq_id: Speculator(draft_model.drafter(seq_id, settings), most)
     if settings.kind == "ngram-simple" and settings.ngram_size_m > 0:
         n, m = settings.ngram_size_n, settings.ngram_size_m
-        return lambda: Speculator(NgramSimple(n, m), m)
+        return lambda _seq_id: Speculator(NgramSimple(n, m), m)
     if settings.kind == "ngram-mod" and settings.mod_n_max > 0:
         match, low, high = settings.mod_n_match, settings.mod_n_min, settings.mod_n_max
-        return lambda: Speculator(NgramMod(match, low, high), high)
+        return lambda _seq_id: Speculator(NgramMod(match, low, high), high)
     return None
 
 
 def describe(settings: SpeculationSettings) -> list[str]:
     """The console's lines about speculative decoding under `settings` (none when off)."""
-    lines = []
+    if settings.draft_model:
+        line = (
+            f"Speculative decoding: the draft model {Path(settings.draft_model).name} "
+            f"(drafts of up to {settings.draft_max} tokens"
+        )
+        line += f", at least {settings.draft_min})" if settings.draft_min > 1 else ")"
+        if settings.kind != "none":
+            line += f"; --spec-type {settings.kind} is not used beside it"
+        return [line]
     if settings.kind == "ngram-simple":
-        lines.append(
+        return [
             f"Speculative decoding: ngram-simple (lookups of {settings.ngram_size_n} tokens, "
             f"drafts of up to {settings.ngram_size_m})"
-        )
-    elif settings.kind == "ngram-mod":
-        lines.append(
+        ]
+    if settings.kind == "ngram-mod":
+        return [
             f"Speculative decoding: ngram-mod (lookups of {settings.mod_n_match} tokens, "
             f"drafts of {settings.mod_n_min} to {settings.mod_n_max})"
-        )
-    if settings.draft_model:
-        lines.append(
-            f"--draftmodel {settings.draft_model}: not applied yet (speculation from a draft "
-            "model is still to come; n-gram speculation: --spec-type ngram-simple)"
-        )
-    return lines
+        ]
+    return []

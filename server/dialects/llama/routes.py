@@ -1,6 +1,6 @@
-"""llama-server's native routes: `/completion`, `/health`, `/props`, `/tokenize` and
-`/detokenize`, with its field names (`/slots` is server/dialects/llama/slot_routes.py). Errors
-use the OpenAI shape, as llama-server does.
+"""llama-server's native routes: `/completion`, `/health`, `/props`, `/tokenize`,
+`/detokenize` and `/lora-adapters` (server/dialects/lora.py), with its field names (`/slots` is
+server/dialects/llama/slot_routes.py). Errors use the OpenAI shape, as llama-server does.
 
 llama-server also serves the OpenAI routes without `/v1` and `/apply-template` (an OpenAI chat
 body's prompt): the OpenAI package registers those (server/dialects/openai/routes.py), and
@@ -9,10 +9,11 @@ body's prompt): the OpenAI package registers those (server/dialects/openai/route
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from server import __version__
+from server.dialects import lora
 from server.dialects.common import ChatPlan, new_id, tokens_without_bos
 from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import APIError, Dialect
@@ -123,6 +124,21 @@ async def completion(body: CompletionRequest, served: Served) -> Response:
 def _plan(
     body: CompletionRequest, prompt: SinglePrompt | list[SinglePrompt], served: Served
 ) -> ChatPlan:
-    return adapter.completion_plan(
+    plan = adapter.completion_plan(
         body, prompt, new_id("cmpl-"), served.model.tokenizer, served.settings.defaultgenamt
     )
+    return lora.with_lora(plan, body.lora, served.settings, OPENAI)
+
+
+@router.get("/lora-adapters", dependencies=[RequireKey])
+async def lora_adapters(settings: SettingsDep) -> list[lora.LoraAdapter]:
+    """The LoRA adapters (--lora, --lora-scaled) and the scale every request gets now."""
+    return lora.adapters(settings)
+
+
+@router.post("/lora-adapters", dependencies=[RequireKey], openapi_extra=lora.ENTRIES_BODY)
+async def set_lora_adapters(request: Request, settings: SettingsDep) -> lora.LoraApplied:
+    """Set the scale every request gets (an adapter not named: 0); a request's own `lora`
+    still wins for it. The body is a JSON array of {"id", "scale"}."""
+    lora.set_scales(settings, await lora.read_entries(request, OPENAI), OPENAI)
+    return {"success": True}

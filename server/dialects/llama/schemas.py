@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from server.dialects.limits import C_INT_MAX
+from server.dialects.lora import LoraScale
 from server.dialects.sampling import Samples
 
 
@@ -104,3 +105,5 @@ class CompletionRequest(LlamaBase):
     cache_prompt: bool = True  # false: the prompt is read from scratch, no cached prefix
     # Streamed: chunks with `prompt_progress` while the prompt is read (ignored unstreamed).
     return_progress: bool = False
+    # This request's LoRA adapter scales; an adapter not named is at 0 (None: the server's).
+    lora: list[LoraScale] | None = None

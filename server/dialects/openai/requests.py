@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.dialects.function_tools import FunctionDefinition
 from server.dialects.limits import OptionalTopK, TokenCount
+from server.dialects.lora import LoraScale
 from server.dialects.sampling import Samples
 from server.dialects.thinking import ReasoningFormat
 
@@ -71,6 +72,8 @@ class OpenAISamplingFields(OpenAIBase):
     verbose: bool = False
     # llama-server extra: streamed, chunks with `prompt_progress` while the prompt is read.
     return_progress: bool = False
+    # llama-server extra: this request's LoRA adapter scales (an adapter not named: 0).
+    lora: list[LoraScale] | None = None
 
     @property
     def include_usage(self) -> bool:

@@ -18,6 +18,7 @@ from server.dialects.common import ChatPlan
 from server.dialects.deps import ModelInfoDep
 from server.dialects.errors import Dialect
 from server.dialects.llama_extensions import LlamaExtras
+from server.dialects.lora import with_lora
 from server.dialects.model_files import listed_models, read_model_file
 from server.dialects.openai import adapter, formatter
 from server.dialects.openai.requests import (
@@ -67,6 +68,7 @@ def _extras(body: OpenAISamplingFields, plan: ChatPlan, served: Served) -> Llama
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)
 def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
     plan = adapter.completion_plan(body, common.new_id("cmpl-"), served.model.tokenizer)
+    plan = with_lora(plan, body.lora, served.settings, OPENAI)
     wire = formatter.CompletionWire(
         plan.generation.request_id,
         served.model.name,
@@ -80,6 +82,7 @@ def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
 @generation_route(router, "/v1/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI)
 def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
     plan = adapter.chat_plan(body, served.chat_options("chatcmpl-"), served.model.tokenizer)
+    plan = with_lora(plan, body.lora, served.settings, OPENAI)
     wire = formatter.ChatWire(
         plan.generation.request_id,
         served.model.name,

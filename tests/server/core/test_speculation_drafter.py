@@ -5,11 +5,14 @@ differences speculation.py names), on random texts."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from server.core.llama.sequence import joined_text
 from server.core.llama.speculation import (
+    Drafter,
     DraftPacer,
     NgramMod,
     NgramSimple,
@@ -189,13 +192,44 @@ def test_settings_choose_the_drafter() -> None:
     assert describe(SpeculationSettings()) == []
     simple = speculators(SpeculationSettings(kind="ngram-simple", ngram_size_n=2))
     assert simple is not None
-    assert simple().draft([1, 2, 3, 1], 2, room=8) == [3, 1, 2, 3, 1, 2, 3, 1]
-    assert simple() is not simple()  # one per sequence: nothing shared between requests
+    assert simple(0).draft([1, 2, 3, 1], 2, room=8) == [3, 1, 2, 3, 1, 2, 3, 1]
+    assert simple(0) is not simple(0)  # one per sequence: nothing shared between requests
     mod = speculators(SpeculationSettings(kind="ngram-mod", mod_n_match=1, mod_n_min=1))
-    assert mod is not None and mod().draft([1, 2, 3, 1], 2, room=2) == [3, 1]
+    assert mod is not None and mod(0).draft([1, 2, 3, 1], 2, room=2) == [3, 1]
     assert speculators(SpeculationSettings(kind="ngram-mod", mod_n_max=0)) is None
-    lines = describe(SpeculationSettings(kind="ngram-simple", draft_model="small.gguf"))
-    assert "ngram-simple" in lines[0] and "not applied yet" in lines[1]
+
+
+class _Guesser:
+    """A draft model that guesses 7s, and says which sequence asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def drafter(self, seq_id: int, settings: SpeculationSettings) -> Drafter:
+        asked = self.asked
+
+        class Sevens:
+            def propose(self, tokens: Sequence[int], last: int, limit: int) -> list[int]:
+                asked.append(seq_id)
+                return [7] * limit
+
+        return Sevens()
+
+
+def test_a_draft_model_drafts_rather_than_ngrams() -> None:
+    settings = SpeculationSettings(kind="ngram-simple", draft_model="small.gguf", draft_max=3)
+    guesser = _Guesser()
+    made = speculators(settings, guesser)
+    assert made is not None
+    assert made(1).draft([1, 2, 3, 1], 2, room=8) == [7, 7, 7]  # draft_max, not the room
+    assert made(0).draft([1, 2], 2, room=2) == [7, 7]
+    assert guesser.asked == [1, 0]  # each sequence drafts in its own draft-model sequence
+    lines = describe(settings)
+    assert lines == [
+        "Speculative decoding: the draft model small.gguf (drafts of up to 3 tokens); "
+        "--spec-type ngram-simple is not used beside it"
+    ]
+    assert speculators(replace(settings, draft_max=0), guesser) is not None  # n-grams then
 
 
 def test_the_tokens_of_one_decode_go_out_as_one_event() -> None:

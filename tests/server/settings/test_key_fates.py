@@ -56,8 +56,13 @@ def test_every_key_of_the_full_preset_has_exactly_one_fate() -> None:
     assert set(READ_AS.values()) <= HearthSettings.model_fields.keys()
     # the preset covers issue 27's speed and memory keys, which Hearth applies
     assert data.keys() >= {"quantkv", "noflashattention", "ropeconfig", "genlimit"}
-    # settings Hearth keeps but does not act on yet (the draft model) are named, not applied
+    # settings Hearth keeps but does not act on yet are named, not applied
     assert NOT_YET_APPLIED.keys() <= HearthSettings.model_fields.keys() & data.keys()
+    # the draft model's keys are applied (speculation from a draft model)
+    assert all(
+        reason_not_applied(key) is None
+        for key in ("draftmodel", "draftamount", "draftgpulayers", "draftgpusplit")
+    )
 
 
 def test_the_full_preset_reports_each_key_it_sets_once() -> None:
@@ -66,7 +71,7 @@ def test_the_full_preset_reports_each_key_it_sets_once() -> None:
     keys = [fate.key for fate in fates]
     named = NOT_APPLIED.keys() | NOT_YET_APPLIED.keys()
     expected = {key for key in data if key in named} - AT_DEFAULT - SUPERSEDED
-    assert {"draftmodel", "draftamount", "draftgpulayers"} <= set(keys)
+    assert not {"draftmodel", "draftamount", "draftgpulayers"} & set(keys)
     assert len(keys) == len(set(keys)) and set(keys) == expected
     assert UNKNOWN not in {fate.reason for fate in fates}
     assert sorted(keys_named(describe(fates))) == sorted(keys)  # each named once
@@ -174,5 +179,6 @@ def test_serving_from_the_preset_names_what_is_not_applied(
     assert "  remotetunnel (no Cloudflare tunnel: use deploy/ nginx or your own)" in lines
     assert str(missing) in lines[-1]  # then the start went on, to the missing model
     named = keys_named(describe(fates))
-    assert {"sdmodel", "lora", "remotetunnel"} <= set(named)
+    assert {"sdmodel", "mmproj", "remotetunnel"} <= set(named)
+    assert not {"lora", "loramult"} & set(named)  # applied (issue 27)
     assert "model" not in named  # model_param is the key Hearth reads

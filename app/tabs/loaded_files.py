@@ -1,0 +1,78 @@
+"""KoboldCpp's Loaded Files tab: LoRA adapters and the draft model.
+
+The GGUF text model, the embeddings model and the Jinja template stay on Quick Launch, where
+Hearth has always had them. Under each group, a grey note says which of its keys Hearth does
+not apply yet and why, in server/settings/key_fates.py's words, so the note goes away by
+itself once the server applies them. The draft model's file and GPU layers also reach Quick
+Launch's GPU Layers estimate as they change (`draft_changed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QWidget
+
+from app.tabs import settings_table as table
+from app.tabs.fields import INFO_STYLE
+from app.tabs.form import SettingsForm
+from app.tabs.gpu_fields import draft_file
+from server.settings.config import HearthSettings
+from server.settings.key_fates import reason_not_applied
+
+LORA_KEYS = ("lora", "loramult")
+DRAFT_KEYS = ("draftmodel", "draftamount", "draftgpulayers", "draftgpusplit")
+
+
+def not_applied_note(keys: Iterable[str]) -> str:
+    """What the launcher says beside `keys` that Hearth does not apply (empty: all applied)."""
+    reasons = dict.fromkeys(
+        reason for reason in map(reason_not_applied, keys) if reason is not None
+    )
+    return f"Not applied by Hearth: {'; '.join(reasons)}." if reasons else ""
+
+
+class LoadedFilesTab(SettingsForm):
+    # The draft model's file (None: none) and its GPU layers, as the fields say now.
+    draft_changed = Signal(object, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lora = self.add(table.LORA)
+        self.lora_mult = self.add(table.LORA_MULT)
+        self.lora_note = self._note(LORA_KEYS)
+        # Vision's projector (KoboldCpp's Vision mmproj, key mmproj) goes here with vision.
+        self.draft_model = self.add(table.DRAFT_MODEL)
+        self.draft_amount = self.add(table.DRAFT_AMOUNT)
+        self.draft_layers = self.add(table.DRAFT_GPU_LAYERS)
+        self.draft_split = self.add(table.DRAFT_GPU_SPLIT)
+        self.draft_note = self._note(DRAFT_KEYS)
+        self.lora.textChanged.connect(self._lora_changed)
+        self.draft_model.textChanged.connect(self._draft_changed)
+        self.draft_layers.valueChanged.connect(self._draft_changed)
+        self._lora_changed()
+        self._draft_changed()
+
+    def _note(self, keys: tuple[str, ...]) -> QLabel:
+        note = QLabel(not_applied_note(keys))
+        note.setStyleSheet(INFO_STYLE)
+        self._layout.addRow("", note)
+        self._layout.setRowVisible(note, bool(note.text()))  # no gap once all are applied
+        return note
+
+    def _lora_changed(self) -> None:
+        # The multiplier means something only with adapters; its value is kept either way.
+        self.lora_mult.setEnabled(bool(self.lora.text().strip()))
+
+    def _draft_changed(self) -> None:
+        # The draft's amount, layers and split mean something only with a draft model; their
+        # values are kept (and saved) either way.
+        has_draft = bool(self.draft_model.text().strip())
+        for key in DRAFT_KEYS[1:]:
+            self.row_widget(key).setEnabled(has_draft)
+        self.draft_changed.emit(draft_file(self.draft_model.text()), self.draft_layers.value())
+
+    def load(self, settings: HearthSettings) -> None:
+        super().load(settings)
+        self._draft_changed()
