@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -233,6 +235,21 @@ class ScrollingPage(QScrollArea):
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # The mouse wheel scrolls the page, not the number or choice that passes under the
+        # pointer: a field takes the wheel only once it has the focus (clicked or tabbed to).
+        for field in page.findChildren(QAbstractSpinBox) + page.findChildren(QComboBox):
+            field.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            field.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (
+            event.type() == QEvent.Type.Wheel
+            and isinstance(watched, (QAbstractSpinBox, QComboBox))
+            and not watched.hasFocus()
+        ):
+            QCoreApplication.sendEvent(self.verticalScrollBar(), event)
+            return True
+        return super().eventFilter(watched, event)
 
     def sizeHint(self) -> QSize:
         # The whole page (QScrollArea's own stops at 24 lines), so a window at its natural

@@ -4,8 +4,9 @@ window shows every row with no scroll bar."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QApplication, QFormLayout, QScrollArea, QWidget
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QFormLayout, QScrollArea, QSpinBox, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
@@ -97,3 +98,34 @@ def test_tab_reaches_the_fields_and_scrolls_to_them(window: MainWindow, qtbot: Q
     last = context.speculation
     assert last.hasFocus() and area.verticalScrollBar().value() > 0
     assert last.mapTo(area.viewport(), last.rect().bottomLeft()).y() <= area.viewport().height()
+
+
+def wheel_down(widget: QWidget) -> None:
+    """One notch of the mouse wheel, turned down over `widget`."""
+    at = QPointF(widget.rect().center())
+    event = QWheelEvent(
+        at,
+        QPointF(widget.mapToGlobal(at.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, -120),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def test_the_wheel_scrolls_the_page_not_a_number_under_the_pointer(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    area = shown(window, window.context, 1000, 600)
+    spin = next(s for s in window.context.findChildren(QSpinBox) if s.isEnabled())
+    value, top = spin.value(), area.verticalScrollBar().value()
+    wheel_down(spin)
+    assert spin.value() == value  # the number passing under the pointer is left alone
+    assert area.verticalScrollBar().value() > top  # the page scrolled instead
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus)
+    wheel_down(spin)
+    assert spin.value() != value  # a field with the focus takes the wheel, as before
