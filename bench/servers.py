@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -15,7 +16,7 @@ THREADS = 2
 CONTEXT = 4096
 
 
-def hearth_command(port: int, *extra: str) -> list[str]:
+def hearth_command(port: int, *extra: str, context: int = CONTEXT) -> list[str]:
     """`python -m server` headless and quiet, with the bench's threads and context."""
     return [
         sys.executable,
@@ -28,7 +29,7 @@ def hearth_command(port: int, *extra: str) -> list[str]:
         "--threads",
         str(THREADS),
         "--contextsize",
-        str(CONTEXT),
+        str(context),
         *extra,
     ]
 
@@ -49,11 +50,12 @@ def start_server(
     probe: str,
     timeout: float = 300,
     cwd: Path = ROOT,
+    log: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a server (from checkout `cwd`) and return once `probe` answers 200."""
-    process = subprocess.Popen(
-        list(command), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    """Start a server (from checkout `cwd`) and return once `probe` answers 200; its output
+    goes to `log` when given (to read what it says of itself), else nowhere."""
+    output = log if log is not None else subprocess.DEVNULL
+    process = subprocess.Popen(list(command), cwd=cwd, stdout=output, stderr=output)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -30,6 +30,7 @@ import jinja2
 from server.core.template_jinja import ChatTemplateError as ChatTemplateError
 from server.core.template_jinja import compile_template, default_variables, render_template
 from server.core.tool_formats import ToolFormat, detect_tool_format, format_tags
+from server.core.types import MediaInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,9 @@ class ChatMessage:
     # An assistant turn's thought, given back by the client (OpenAI's reasoning_content,
     # Anthropic's thinking blocks, Ollama's thinking): templates that take it show it.
     reasoning: str = ""
+    # The turn's images and sounds, in the order their MEDIA_MARKER stands in `content`
+    # (server/core/types.py): a request's media are its messages' in turn.
+    media: tuple[MediaInput, ...] = ()
 
 
 class PromptEnd(enum.Enum):

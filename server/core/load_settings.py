@@ -93,6 +93,17 @@ class SpeculationSettings:
 
 
 @dataclass(frozen=True)
+class MediaSettings:
+    """The multimodal projector (KoboldCpp's --mmproj): server/core/llama/media.py loads it
+    beside the model it was made for (`for_model`; None: whichever model loads)."""
+
+    projector: str | None = None
+    for_model: str | None = None
+    on_cpu: bool = False  # --mmprojcpu
+    image_tokens: tuple[int, int] = (-1, -1)  # --visionmintokens, --visionmaxtokens
+
+
+@dataclass(frozen=True)
 class LoadSettings:
     contextsize: int = 4096
     batch_size: int = DEFAULT_BATCH
@@ -115,3 +126,4 @@ class LoadSettings:
     template: TemplateChoice = field(default_factory=TemplateChoice)  # the chat template
     options: ModelOptions = field(default_factory=ModelOptions)  # KV type, flash attention, ...
     speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
+    media: MediaSettings = field(default_factory=MediaSettings)

@@ -7,11 +7,30 @@ Plain dataclasses on purpose: the core never sees pydantic or HTTP. Dialect adap
 from __future__ import annotations
 
 import enum
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 # One input of an embedding request: text, or token ids of the model that embeds it.
 EmbedInput = str | tuple[int, ...]
+
+# Where each of a request's media items (GenerationRequest.media) stands in its prompt: this
+# text, once per item, in order. Random for each server process, so that no text a client
+# types (llama.cpp's own marker is the well-known "<__media__>") can stand for an image.
+MEDIA_MARKER = f"<__media_{secrets.token_hex(8)}__>"
+
+
+@dataclass(frozen=True, slots=True)
+class MediaInput:
+    """An image or a sound a client sent, checked at the edge (server/dialects/media.py):
+    its kind, the file's bytes as sent (PNG, JPEG, GIF, BMP; WAV, MP3, FLAC) and what they
+    were found to be. The engine's projector reads them (server/core/llama/media.py)."""
+
+    kind: str  # "image" or "audio"
+    data: bytes
+    mime: str = ""  # e.g. "image/png", from the bytes themselves
+    width: int = 0  # an image's size, read from its header (0 for audio)
+    height: int = 0
 
 
 class FinishReason(enum.Enum):
@@ -136,6 +155,9 @@ class GenerationRequest:
     # not named at 0 (llama-server's per-request `lora`); None: the server's scales (its
     # settings, or what POST /lora-adapters set last).
     lora: tuple[tuple[int, float], ...] | None = None
+    # Images and sounds, in the order their MEDIA_MARKER stands in `prompt` (or in the chat
+    # messages it was rendered from): read by the model's projector (--mmproj).
+    media: tuple[MediaInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

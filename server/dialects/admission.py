@@ -47,6 +47,7 @@ def submit(
             model.schemas.check_grammar(generation.grammar)
         except ValueError as exc:
             raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
+    refuse_media_it_cannot_read(model, generation, dialect)
     # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py)
     # and the private prompt cache.
     generation = dataclasses.replace(
@@ -58,3 +59,24 @@ def submit(
         raise busy_error() from None
     scheduler.count_admitted(dialect.value)
     return job
+
+
+# The model's modality that reads each kind of media item.
+_READS = {"image": "vision", "audio": "audio"}
+
+
+def refuse_media_it_cannot_read(
+    model: ModelInfo, generation: GenerationRequest, dialect: Dialect
+) -> None:
+    """A 400 for an image sent to a model that has no vision (no --mmproj, or a projector
+    for another model), or a sound to one that cannot hear: answered without it, the reply
+    would be about a picture nobody showed the model."""
+    for item in generation.media:
+        if _READS.get(item.kind) not in model.modalities:
+            can = " and ".join(sorted(model.modalities))
+            reason = f"its projector takes {can} only" if can else "it has no projector (--mmproj)"
+            raise APIError(
+                400,
+                f"{item.kind} input is not supported by {model.name}: {reason}",
+                dialect=dialect,
+            )

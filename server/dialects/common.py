@@ -47,6 +47,7 @@ from server.core.types import (
     TokenLogprob,
 )
 from server.dialects.errors import APIError, Dialect
+from server.dialects.media_parts import media_in_turns
 from server.dialects.thinking import (
     ASKS_NOTHING,
     ServerThinking,
@@ -142,8 +143,7 @@ def plan_chat(
     knows, the model's own format is used and calls stream live. Otherwise the reply is a
     JSON-schema-bound call; for "auto" the model is first asked, hidden, whether it needs one
     (KoboldCpp's pre-poll). `end` says where the prompt ends: a continued final assistant
-    message cannot also offer tools (the reply would be a call glued to its text).
-    """
+    message cannot also offer tools (the reply would be a call glued to its text)."""
     thought = plan_thinking(options.template, thinking, options.thinking, max_tokens)
     template = thought.template  # told what the request asks of thinking
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
@@ -178,6 +178,7 @@ def plan_chat(
         genkey=genkey,
         json_schema=schema,
         schema_decision_prompt=decision_prompt,
+        media=media_in_turns(messages, rendered.prompt, dialect),
     )
     generation = with_thought(generation, thought, messages, end)
     return ChatPlan(generation, user_stops, offer_tools and live is None, live, thought.syntax)

@@ -31,6 +31,7 @@ class ModelInfo:
     schemas: SchemaChecker
     path: Path | None = None  # the GGUF file (None for a scripted stand-in)
     placement: Placement = CPU_ONLY
+    modalities: frozenset[str] = frozenset()  # "vision", "audio": what its projector takes
 
 
 def get_scheduler(request: Request) -> Scheduler:

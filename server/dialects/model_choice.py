@@ -47,6 +47,9 @@ class ModelChoice:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The one model of a server whose engine no pool switches (the catalog is then empty).
     sole: ModelInfo | None = None
+    # What each model file takes besides text ("vision", "audio"): the model --mmproj's
+    # projector was loaded for; every other model, text alone.
+    modalities: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def only(cls, info: ModelInfo) -> ModelChoice:
@@ -100,7 +103,13 @@ class ModelChoice:
         if entry.name not in self.cards:
             card = self.load_card(entry.path)
             info = ModelInfo(
-                entry.name, self.context_size, card, card.chat_template, card, entry.path
+                entry.name,
+                self.context_size,
+                card,
+                card.chat_template,
+                card,
+                entry.path,
+                modalities=self.modalities.get(entry.path, frozenset()),
             )
             self.cards[entry.name] = (info, card)
         return self.cards[entry.name][0]

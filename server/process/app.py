@@ -116,6 +116,7 @@ def _engine_info(engine: Engine) -> ModelInfo:
         engine,
         engine.model_path,
         engine.placement,
+        getattr(engine, "modalities", frozenset()),  # a scripted engine may have none
     )
 
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 from server.core.load_settings import (
     LoadSettings,
     LoraSettings,
+    MediaSettings,
     ModelOptions,
     SpeculationSettings,
     TemplateChoice,
@@ -26,7 +27,8 @@ def _frozen(values: Sequence[T] | None) -> tuple[T, ...] | None:
     return None if values is None else tuple(values)
 
 
-def load_settings(settings: HearthSettings) -> LoadSettings:
+def load_settings(settings: HearthSettings, model: Path | None = None) -> LoadSettings:
+    """The core's load settings; `model`: the model file the projector (--mmproj) is for."""
     return LoadSettings(
         contextsize=settings.contextsize,
         batch_size=settings.batch_size,
@@ -49,6 +51,12 @@ def load_settings(settings: HearthSettings) -> LoadSettings:
         template=template_choice(settings),
         options=model_options(settings),
         speculation=speculation_settings(settings),
+        media=MediaSettings(
+            projector=settings.mmproj,
+            for_model=None if model is None else str(model),
+            on_cpu=settings.mmprojcpu,
+            image_tokens=(settings.visionmintokens, settings.visionmaxtokens),
+        ),
     )
 
 

@@ -92,7 +92,7 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
     except (ModelFileError, TemplateSettingError) as exc:
         raise StartFailed(str(exc), EXIT_USAGE) from None
     try:
-        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings))
+        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings, model_path))
     except EngineError as exc:
         raise StartFailed(str(exc), EXIT_MODEL_FAILED) from None
     try:
@@ -147,7 +147,7 @@ def with_models(
         engine.model_name,
         engine,
         {entry.name: entry.path for entry in catalog.entries},
-        lambda path: LlamaCppEngine.load(path, load_settings(settings)),
+        lambda path: LlamaCppEngine.load(path, load_settings(settings, model_path)),
         settings.maxloadedmodels,
         embedder,
     )
@@ -162,6 +162,7 @@ def with_models(
         on_added=pool.add,
         on_removed=pool.forget,
     )
+    choice.modalities[model_path] = getattr(engine, "modalities", frozenset())
     return pool, choice
 
 

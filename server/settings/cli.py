@@ -97,6 +97,11 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "spec_ngram_mod_n_min": ("--spec-ngram-mod-n-min",),
     "spec_ngram_mod_n_max": ("--spec-ngram-mod-n-max",),
     # KoboldCpp's draft model keys, with llama-server's spellings beside them
+    # the multimodal projector (KoboldCpp's keys, llama-server's spellings)
+    "mmproj": ("--mmproj", "-mm"),
+    "mmprojcpu": ("--mmprojcpu", "--no-mmproj-offload"),
+    "visionmintokens": ("--visionmintokens", "--image-min-tokens"),
+    "visionmaxtokens": ("--visionmaxtokens", "--image-max-tokens"),
     "draftmodel": ("--draftmodel", "--spec-draft-model", "--model-draft", "-md"),
     "draftamount": ("--draftamount", "--spec-draft-n-max", "--draft-max"),
     "spec_draft_n_min": ("--spec-draft-n-min", "--draft-min"),  # llama-server's flags
@@ -151,6 +156,8 @@ _METAVARS = {
     # -- speculative decoding --
     "spec_type": "none|ngram-simple|ngram-mod",
     "draftmodel": "FILE",
+    "mmproj": "FILE",
+    "spec_draft_p_min": "P",
     # -- LoRA adapters --
     "loramult": "SCALE",
 }

@@ -21,6 +21,7 @@ from server.base.defaults import (
 )
 from server.base.netcheck import is_loopback
 from server.settings.lora_fields import LoraFields
+from server.settings.media_fields import MediaFields
 from server.settings.model_fields import ModelOptionFields
 from server.settings.speculation_fields import SpeculationFields
 from server.settings.template_fields import ChatTemplateFields
@@ -29,7 +30,9 @@ DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
 
 
-class HearthSettings(ChatTemplateFields, ModelOptionFields, SpeculationFields, LoraFields):
+class HearthSettings(
+    ChatTemplateFields, ModelOptionFields, SpeculationFields, LoraFields, MediaFields
+):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
     The chat template's settings are in server/settings/template_fields.py, the model-loading
     options in model_fields.py, speculative decoding's in speculation_fields.py."""

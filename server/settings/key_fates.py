@@ -32,7 +32,6 @@ _TEXT_ONLY = "Hearth serves text models only"
 _NO_HORDE = "no AI Horde worker in Hearth"
 _NO_LITE_STORAGE = "no KoboldAI Lite story hosting: the chat page keeps its own conversations"
 _DEPRECATED = "deprecated in KoboldCpp itself"
-_VISION = "vision: not applied yet, issue 28"
 _ONE_BUILD = "Hearth runs the one llama.cpp build it was installed with"
 _RPC_HOST = "to lend this machine's devices, run `hearth rpc-worker` instead"
 
@@ -76,11 +75,7 @@ NOT_APPLIED: dict[str, str] = {
     "nomodel": "the launcher opens without a model anyway; a server always serves one",
     "chatcompletionsadapter": "Hearth uses the model's own chat template, or --jinjatemplate",
     "enableguidance": "no classifier-free guidance or negative prompts in Hearth",
-    "mmproj": _VISION,
-    "mmprojcpu": _VISION,
-    "visionmaxres": _VISION,
-    "visionmintokens": _VISION,
-    "visionmaxtokens": _VISION,
+    "visionmaxres": "llama.cpp's projector scales each image to its model's own size",
     # -- the network --
     "remotetunnel": "no Cloudflare tunnel: use deploy/ nginx or your own",
     "ssl": "no HTTPS in Hearth itself: put nginx from deploy/ in front for TLS",

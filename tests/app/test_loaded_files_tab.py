@@ -231,8 +231,8 @@ def test_the_window_s_draft_fields_drive_the_estimate(
 def test_the_notes_say_what_key_fates_says(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
     """A key Hearth does not apply yet is named under its group, in key_fates' words; once it
     is applied, the note is gone."""
-    assert not_applied_note(["mmproj", "lora"]) == (
-        f"Not applied by Hearth: {key_fates.reason_not_applied('mmproj')}."
+    assert not_applied_note(["visionmaxres", "lora"]) == (
+        f"Not applied by Hearth: {key_fates.reason_not_applied('visionmaxres')}."
     )
     tab = LoadedFilesTab()
     qtbot.addWidget(tab)

@@ -77,14 +77,17 @@ class Batch:
         if sequence.next_token is not None or room <= 0:
             return []
         start = sequence.decoded
-        end = min(start + room, len(sequence.prompt))
+        # A media item is decoded on its own (engine.py, companions.read_media): text stops
+        # where the next one starts.
+        stop = len(sequence.prompt) if sequence.media is None else sequence.media.next_start(start)
+        end = min(start + room, stop)
         if self._blocked and sequence.reused == 0:
             # One aligned block per sequence per decode (see PROMPT_BLOCK); a block that does
             # not fit waits for the next step rather than being cut differently. A prompt read
             # on top of a cached prefix is cut differently anyway: its rest goes in as few
             # decodes as the room allows (a returning user's new line in one).
             block = self._block
-            end = min((start // block + 1) * block, len(sequence.prompt))
+            end = min((start // block + 1) * block, stop)
             if end - start > room:
                 return []
         return sequence.prompt[start:end]

@@ -108,16 +108,9 @@ class DraftModel:
 
     @classmethod
     def beside(cls, loaded: LoadedModel, settings: LoadSettings) -> DraftModel | None:
-        """The draft model --draftmodel names, for `loaded` (which is freed when this
-        fails, so that a refused draft model leaves nothing loaded); None when none."""
+        """The draft model --draftmodel names, for `loaded`; None when none."""
         path = settings.speculation.draft_model
-        if not path:
-            return None
-        try:
-            return cls.load(Path(path).expanduser(), loaded, settings)
-        except BaseException:
-            loaded.close()
-            raise
+        return cls.load(Path(path).expanduser(), loaded, settings) if path else None
 
     def drafter(self, seq_id: int, settings: SpeculationSettings) -> ModelDrafter:
         return ModelDrafter(self, seq_id, settings.draft_min, settings.draft_p_min)

@@ -25,7 +25,8 @@ from server.core.counters import DecodeCounts
 from server.core.engine import EngineError
 from server.core.llama.batch import Batch
 from server.core.llama.card import ModelCard
-from server.core.llama.draft_model import DraftModel, engine_speculators
+from server.core.llama.companions import Companions, load_model
+from server.core.llama.draft_model import engine_speculators
 from server.core.llama.drawing import draw
 from server.core.llama.embedder import Embedder
 from server.core.llama.lora import Scales
@@ -38,7 +39,6 @@ from server.core.llama.sampler import (
 from server.core.llama.sequence import Sequence, joined_text
 from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
-from server.core.llama.speculation import describe
 from server.core.llama.thinking import thought_budget
 from server.core.load_settings import LoadSettings
 from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
@@ -65,7 +65,7 @@ class LlamaCppEngine:
     """One loaded GGUF with one context; generation runs on the scheduler's worker thread."""
 
     def __init__(
-        self, loaded: LoadedModel, settings: LoadSettings, draft: DraftModel | None = None
+        self, loaded: LoadedModel, settings: LoadSettings, companions: Companions | None = None
     ) -> None:
         self._loaded = loaded
         self._card = ModelCard(loaded)  # the Tokenizer and SchemaChecker sides
@@ -95,29 +95,17 @@ class LlamaCppEngine:
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
         self._settings = settings
-        self._draft = draft  # the draft model, closed with the engine
-        self._speculators = engine_speculators(loaded, settings.speculation, draft)
+        # The draft model and the projector, closed with the engine.
+        self._companions = companions = companions or Companions()
+        self._speculators = engine_speculators(loaded, settings.speculation, companions.draft)
         self._embedder: Embedder | None = None  # created by the first embedding request
         self._closed = False
 
     @classmethod
     def load(cls, path: Path, settings: LoadSettings) -> LlamaCppEngine:
-        loaded = LoadedModel.load(path, settings)
-        slots = max(1, settings.parallelrequests)
-        logger.info(
-            "Loaded %s: context %d tokens, %d threads, batch %d%s",
-            path.name,
-            settings.contextsize,
-            settings.thread_count,
-            settings.batch_size,
-            f", {slots} parallel slots of {settings.contextsize // slots} tokens"
-            " (ContextShift is off with parallel requests)"
-            if slots > 1
-            else "",
-        )
-        for line in describe(settings.speculation):
-            logger.info("%s", line)
-        return cls(loaded, settings, DraftModel.beside(loaded, settings))
+        """The model and what loads beside it (its draft model, its projector)."""
+        loaded, companions = load_model(path, settings)
+        return cls(loaded, settings, companions)
 
     # -- Engine protocol -------------------------------------------------------------------
 
@@ -140,6 +128,11 @@ class LlamaCppEngine:
     @property
     def placement(self) -> Placement:
         return self._loaded.placement
+
+    @property
+    def modalities(self) -> frozenset[str]:
+        """What the model takes besides text ("vision", "audio"): from its projector."""
+        return self._companions.modalities
 
     @property
     def parallel_slots(self) -> int:
@@ -211,14 +204,17 @@ class LlamaCppEngine:
         then advances with every `step()`. Returns the handle events are reported under."""
         started = time.perf_counter()
         request = self._loaded.adapters.resolved(request)  # the LoRA scales it runs at
-        max_tokens, prompt, truncated = self._loaded.fit(request)
+        max_tokens, prompt, truncated, media = self._companions.fit(self._loaded, request)
         owner, lora = request.cache_owner, self._loaded.adapters.cache_key(request)
         slot = self._slots.best_free({s.slot for s in self._active}, prompt, owner, lora)
         if slot is None:
             raise EngineError("no free slot for another sequence")
         reused = self._slots.prepare(slot, prompt, owner, request.reuse_cache, lora)
+        if media is not None and media.whole_items(reused) < reused:  # never half an image
+            reused = self._slots.cut(slot, media.whole_items(reused))
         grammar = schema_grammar(schema) if schema is not None else request.grammar
-        sampler = self._samplers.build(request.sampling, prompt, grammar)
+        known = prompt if media is None else [token for token in prompt if token >= 0]
+        sampler = self._samplers.build(request.sampling, known, grammar)
         loaded = self._loaded
         sequence = Sequence(
             request=request,
@@ -239,6 +235,7 @@ class LlamaCppEngine:
                 sampler,
             ),
             speculator=None if self._speculators is None else self._speculators(slot.seq_id),
+            media=media,
         )
         self._active.append(sequence)
         return sequence
@@ -249,6 +246,10 @@ class LlamaCppEngine:
         events: Events = []
         for sequence in [s for s in self._active if s.cancelled.is_set()]:
             self._finish(sequence, FinishReason.CANCELLED, events)
+        context, size = self._loaded.context, self._batch.size
+        for sequence in self._companions.read_media(self._active, context, size):
+            self._slots.forget(sequence.slot)
+            self._finish(sequence, FinishReason.ERROR, events, error="reading an image failed")
         # One LoRA configuration per decode: the others wait their turn (lora.py).
         batched = self._loaded.adapters.turn(self._active)
         added, used = self._batch.fill(batched, self._loaded.slot_context)
@@ -287,8 +288,7 @@ class LlamaCppEngine:
         self._batch.free()
         if self._embedder is not None:  # its context uses the model: freed first
             self._embedder.close()
-        if self._draft is not None:
-            self._draft.close()
+        self._companions.close()
         self._loaded.close()
 
     def _embeddings(self) -> Embedder:
@@ -369,6 +369,8 @@ class LlamaCppEngine:
     ) -> None:
         self._active.remove(sequence)
         llama.llama_sampler_free(sequence.sampler)
+        if sequence.media is not None:
+            sequence.media.free()
         if stop_sequence is None and reason is not FinishReason.ERROR:
             rest = sequence.pipeline.finish()
             if rest or sequence.held_tokens:

@@ -75,9 +75,26 @@ def _context_params(settings: LoadSettings) -> Any:
     # Sliding-window layers (Gemma 3) normally keep only the window, which makes a partial
     # cache removal impossible and so defeats prefix reuse; the full-size cache allows it.
     params.swa_full = True
+    params.n_outputs_max = most_outputs(settings)
     # Flash attention, the KV cache's types and place (--quantkv, --lowvram), RoPE.
     apply_context_options(params, settings.options, kv_layout(settings.options)[0])
     return params
+
+
+def most_outputs(settings: LoadSettings) -> int:
+    """The most rows of logits one decode asks for: each slot's next token and its longest
+    draft (a prompt's chunk wants its last row only). llama.cpp would otherwise size its
+    output buffer for a whole batch: 512 rows x 262,144 tokens x 4 bytes on the bundled
+    model, 430 MiB of compute buffer more than needed (measured: bench/kv_memory.py)."""
+    spec = settings.speculation
+    longest = {
+        "ngram-simple": spec.ngram_size_m,
+        "ngram-mod": spec.mod_n_max,
+    }.get(spec.kind, 0)
+    if spec.draft_model:
+        longest = spec.draft_max
+    slots = max(1, settings.parallelrequests)
+    return max(1, min(settings.batch_size, slots * (1 + longest)))
 
 
 def _say_what_changes(path: Path, options: ModelOptions, overrides: ModelOverrides) -> None:
@@ -234,15 +251,20 @@ class Vocabulary:
         max_tokens, tokens, _trimmed = self.fit(request)
         return max_tokens, tokens
 
-    def fit(self, request: GenerationRequest) -> tuple[int, list[int], bool]:
-        """`fit_to_context`, also saying whether the prompt had to be trimmed."""
+    def budget(self, request: GenerationRequest) -> tuple[int, int]:
+        """The request's context (its own limit, or a slot's) and the tokens it may generate
+        in it (its max_tokens, --genlimit, and at least a share left for the prompt)."""
         limit = self.slot_context
         if request.max_context_length is not None:
             limit = min(limit, request.max_context_length)
         max_tokens = request.max_tokens
         if self.gen_limit > 0:  # whatever the request asked (KoboldCpp's --genlimit)
             max_tokens = min(max_tokens, self.gen_limit)
-        max_tokens = max(min(max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
+        return limit, max(min(max_tokens, int(limit * (1 - _MIN_PROMPT_SHARE))), 1)
+
+    def fit(self, request: GenerationRequest) -> tuple[int, list[int], bool]:
+        """`fit_to_context`, also saying whether the prompt had to be trimmed."""
+        limit, max_tokens = self.budget(request)
         # BOS belongs to the kept head with `memory`: trimming must never cut it off.
         head = [self.bos] if self.add_bos else []
         head += self.tokenize(request.memory, add_bos=False, parse_special=True)

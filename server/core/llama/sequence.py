@@ -10,6 +10,7 @@ from typing import Any
 
 import llama_cpp as llama
 
+from server.core.llama.media import MediaPrompt
 from server.core.llama.slots import Slot
 from server.core.llama.speculation import Speculator
 from server.core.llama.thinking import ThoughtBudget
@@ -55,6 +56,9 @@ class Sequence:
     # tokens, and the draft decoded after `next_token` in this step.
     speculator: Speculator | None = None
     draft: list[int] = field(default_factory=list)
+    # The prompt's images and sounds (server/core/llama/media.py): where each stands among
+    # `prompt`'s tokens; decoded apart, before the step that reaches them.
+    media: MediaPrompt | None = None
 
     def plan_draft(self, room: int, slot_context: int) -> int:
         """Draft what may follow `next_token`, in at most `room` rows; returns its length.

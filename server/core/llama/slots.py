@@ -124,6 +124,11 @@ class SlotCache:
         mine = owner if self._private else ""
         return f"{mine}|lora={adapters}" if adapters else mine
 
+    def cut(self, slot: Slot, keep: int) -> int:
+        """Keep only the first `keep` tokens the slot holds (a prefix that would end inside
+        an image goes back to its start); returns how many it holds."""
+        return self._trim(slot, min(keep, len(slot.cached)))
+
     def empty(self, slot: Slot) -> None:
         """Drop what the slot holds (kept in the prompt cache first, when worth it)."""
         self._trim(slot, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
+from server.core.types import MediaInput
 from server.dialects import common
 from server.dialects.anthropic.schemas import (
     AnthropicBlock,
@@ -16,59 +17,69 @@ from server.dialects.anthropic.schemas import (
 )
 from server.dialects.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
 from server.dialects.errors import APIError, Dialect
+from server.dialects.media import media_from_base64, media_from_url
+from server.dialects.media_parts import text_and_media
 from server.dialects.sampling import sampling_from
 from server.dialects.thinking import ThinkingAsk
 
-# Blocks that carry media: a text model cannot read them, and dropping them silently would
-# answer a question about a picture without the picture.
-_MEDIA_BLOCKS = frozenset({"image", "document"})
+_ANTHROPIC = Dialect.ANTHROPIC
 
 
-def _refuse_media(blocks: list[AnthropicBlock]) -> None:
-    for block in blocks:
-        inner = block.content if isinstance(block.content, list) else []
-        kinds = {block.type} | {str(getattr(part, "type", "")) for part in inner}
-        media = kinds & _MEDIA_BLOCKS
-        if media:
-            kind = sorted(media)[0]
-            raise APIError(
-                400,
-                f"{kind} input is not supported: this model has no vision "
-                "(send the content as text)",
-                dialect=Dialect.ANTHROPIC,
-            )
+def block_media(block: object, where: str) -> MediaInput | None:
+    """An image block's image (base64 source; a URL source is refused: nothing is fetched),
+    checked; None for other blocks. A document block is a 400: Hearth reads no PDFs."""
+    kind = getattr(block, "type", "")
+    if kind == "document":
+        raise APIError(
+            400, f"{where}: document input is not supported (send its text)", dialect=_ANTHROPIC
+        )
+    if kind != "image":
+        return None
+    source = getattr(block, "source", None) or {}
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return media_from_url(source["url"], _ANTHROPIC, where=where)
+    data = source.get("data")
+    if source.get("type") != "base64" or not isinstance(data, str) or not data:
+        raise APIError(400, f"{where}: an image block needs a base64 source", dialect=_ANTHROPIC)
+    declared = source.get("media_type")
+    return media_from_base64(
+        data, _ANTHROPIC, declared=declared if isinstance(declared, str) else None, where=where
+    )
 
 
 def chat_messages(
     system: str | list[AnthropicBlock] | None, messages: list[AnthropicMessage]
 ) -> list[ChatMessage]:
     """Anthropic turns → chat messages: tool_use blocks become calls, tool_result blocks
-    become tool turns, text blocks are joined with a blank line between. Image and document
-    blocks are a 400."""
+    become tool turns, text blocks are joined with a blank line between, an image block
+    stands among them as its marker (also inside a tool_result); document blocks are a 400."""
     turns: list[ChatMessage] = []
     if system:
         turns.append(ChatMessage("system", common.text_of(system)))
-    for message in messages:
+    for number, message in enumerate(messages):
         if isinstance(message.content, str):
             turns.append(ChatMessage(message.role, message.content))
             continue
-        _refuse_media(message.content)
-        text = common.text_of(message.content)  # a blank line between blocks, as llama-server
+        where = f"messages[{number}]"
+        # a blank line between blocks, as llama-server joins them
+        text, media = text_and_media(message.content, block_media, where)
         thought = "".join(b.thinking or "" for b in message.content if b.type == "thinking")
         calls = tuple(
             ToolCall(b.id or "", b.name or "", b.input or {})
             for b in message.content
             if b.type == "tool_use"
         )
-        for block in message.content:
+        for index, block in enumerate(message.content):
             if block.type == "tool_result":
+                inner = f"{where}.content[{index}]"
+                result, shown = text_and_media(block.content, block_media, inner)
                 turns.append(
-                    ChatMessage(
-                        "tool", common.text_of(block.content), tool_call_id=block.tool_use_id
-                    )
+                    ChatMessage("tool", result, tool_call_id=block.tool_use_id, media=shown)
                 )
-        if text or calls:
-            turns.append(ChatMessage(message.role, text, tool_calls=calls, reasoning=thought))
+        if text or calls or media:
+            turns.append(
+                ChatMessage(message.role, text, tool_calls=calls, reasoning=thought, media=media)
+            )
     return turns
 
 

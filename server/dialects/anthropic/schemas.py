@@ -29,6 +29,8 @@ class AnthropicBlock(AnthropicBase):
     input: dict[str, Any] | None = None
     tool_use_id: str | None = None
     content: str | list[AnthropicBase] | None = None
+    # an image block's {"type": "base64", "media_type": "image/png", "data": ...}
+    source: dict[str, Any] | None = None
 
 
 class AnthropicMessage(AnthropicBase):

@@ -7,9 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 from server.core.engine import Tokenizer
-from server.core.types import GenerationRequest
+from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
 from server.dialects.errors import Dialect
 from server.dialects.kobold.schemas import KoboldGenerateRequest
+from server.dialects.media import check_media_count, media_from_base64
 from server.dialects.sampling import sampling_from
 from server.dialects.token_bias import resolve_logit_bias
 
@@ -46,9 +47,11 @@ def to_generation_request(
         ),
     )
     grammar, schema = grammar_or_schema(body.grammar)
+    media = images_of(body.images)
     return GenerationRequest(
         request_id=request_id,
-        prompt=body.prompt,
+        prompt=with_image_markers(body.prompt, media),
+        media=media,
         memory=body.memory,
         max_tokens=body.max_length or default_max_length,
         max_context_length=body.max_context_length,
@@ -59,3 +62,21 @@ def to_generation_request(
         grammar=grammar,
         json_schema=schema,
     )
+
+
+def images_of(images: list[str] | None) -> tuple[MediaInput, ...]:
+    """KoboldCpp's `images` on generate: base64 (or data: URIs), each checked."""
+    media = tuple(
+        media_from_base64(data, Dialect.KOBOLD, where=f"images[{index}]")
+        for index, data in enumerate(images or ())
+    )
+    check_media_count(media, Dialect.KOBOLD)
+    return media
+
+
+def with_image_markers(prompt: str, media: tuple[MediaInput, ...]) -> str:
+    """The prompt with the images' markers ahead of it, as KoboldCpp places `images`: after
+    the memory, before the prompt."""
+    if not media:
+        return prompt
+    return "\n".join([*(MEDIA_MARKER for _ in media), prompt])

@@ -28,6 +28,7 @@ class KoboldGenerateRequest(BaseModel):
     model: str | None = None
     prompt: str = ""
     memory: str = ""
+    images: list[str] | None = None  # base64 images (the model needs a projector)
     max_context_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
     max_length: int | None = Field(default=None, ge=1, le=C_INT_MAX)
     temperature: Annotated[float, Samples("temperature")] = Field(default=0.7, ge=0.0)

@@ -7,9 +7,10 @@ or a list of such prompts (each becomes its own generation, answered as a list).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from server.core.engine import Tokenizer
-from server.core.types import GenerationRequest
+from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
 from server.dialects.common import (
     ChatPlan,
     stop_list,
@@ -19,6 +20,7 @@ from server.dialects.common import (
 )
 from server.dialects.errors import APIError, Dialect
 from server.dialects.llama.schemas import CompletionRequest, SinglePrompt
+from server.dialects.media import check_media_count, media_from_base64
 from server.dialects.sampling import sampling_from
 from server.dialects.token_bias import resolve_logit_bias
 
@@ -41,17 +43,16 @@ def prompt_list(prompt: SinglePrompt | list[SinglePrompt]) -> list[SinglePrompt]
 
 def _prompt(
     prompt: SinglePrompt | list[SinglePrompt], tokenizer: Tokenizer
-) -> tuple[str, tuple[int, ...]]:
-    """(text, token ids): text is tokenized by the engine; ids (or mixed) go in verbatim."""
+) -> tuple[str, tuple[int, ...], tuple[MediaInput, ...]]:
+    """(text, token ids, media): text is tokenized by the engine; ids (or mixed) go in
+    verbatim; an object's `multimodal_data` stands where its text has llama.cpp's marker."""
     if isinstance(prompt, dict):
-        if prompt.get(MULTIMODAL_KEY):
-            raise APIError(400, "multimodal input is not supported by this model", dialect=OPENAI)
         text = prompt.get(PROMPT_STRING_KEY)
         if not isinstance(text, str):
             raise APIError(400, f"prompt: an object needs a {PROMPT_STRING_KEY!r}", dialect=OPENAI)
-        return text, ()
+        return _with_media(text, prompt.get(MULTIMODAL_KEY))
     if isinstance(prompt, str):
-        return prompt, ()
+        return prompt, (), ()
     ids: list[int] = []
     for part in prompt:
         if isinstance(part, str):
@@ -64,7 +65,34 @@ def _prompt(
         text = tokenizer.detokenize(ids)
     except ValueError as exc:
         raise APIError(400, f"prompt: {exc}", dialect=OPENAI) from None
-    return text, tuple(ids)
+    return text, tuple(ids), ()
+
+
+# llama.cpp's own media marker, which llama-server's clients put in `prompt_string`.
+LLAMA_MEDIA_MARKER = "<__media__>"
+
+
+def _with_media(text: str, data: Any) -> tuple[str, tuple[int, ...], tuple[MediaInput, ...]]:
+    """`prompt_string` with each llama.cpp marker standing for the next `multimodal_data`
+    item (base64 images or sounds); a 400 when the counts differ."""
+    if not data:
+        return text, (), ()
+    if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
+        raise APIError(400, f"prompt: {MULTIMODAL_KEY} is a list of base64 strings", dialect=OPENAI)
+    media = tuple(
+        media_from_base64(item, OPENAI, expect="any", where=f"{MULTIMODAL_KEY}[{index}]")
+        for index, item in enumerate(data)
+    )
+    check_media_count(media, OPENAI)
+    markers = text.count(LLAMA_MEDIA_MARKER)
+    if markers != len(media):
+        raise APIError(
+            400,
+            f"prompt: {markers} {LLAMA_MEDIA_MARKER} markers for {len(media)} "
+            f"{MULTIMODAL_KEY} items: put one marker where each goes",
+            dialect=OPENAI,
+        )
+    return text.replace(LLAMA_MEDIA_MARKER, MEDIA_MARKER), (), media
 
 
 def completion_plan(
@@ -74,7 +102,7 @@ def completion_plan(
     tokenizer: Tokenizer,
     default_max_tokens: int,
 ) -> ChatPlan:
-    text, ids = _prompt(prompt, tokenizer)
+    text, ids, media = _prompt(prompt, tokenizer)
     sampling = replace(
         with_penalty_window(sampling_from(body), body.repeat_last_n),
         ban_eos=body.ignore_eos,
@@ -95,5 +123,6 @@ def completion_plan(
         post_sampling_probs=body.post_sampling_probs,
         report_progress=body.stream and body.return_progress,
         reuse_cache=body.cache_prompt,
+        media=media,
     )
     return text_plan(generation)

@@ -64,7 +64,7 @@ async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfo
         "chat_template": template.source or "",
         "chat_template_source": template.origin,
         "thinking": template_thinks(template),  # Hearth's: the chat page's Think toggle
-        "modalities": {"vision": False, "audio": False},
+        "modalities": {kind: kind in model.modalities for kind in ("vision", "audio")},
         "build_info": f"Hearth {__version__}",
         "backend": placement.backend if placement.gpu_layers else "CPU",
         "device": placement.device,

@@ -69,7 +69,7 @@ class Props(TypedDict):
 
 
 # A prompt as llama-server takes it: text, token ids, text and ids mixed, or an object with
-# `prompt_string` (and `multimodal_data`, which a text model refuses).
+# `prompt_string` (and `multimodal_data`: base64 items where its text has `<__media__>`).
 PromptPart = str | int
 SinglePrompt = str | list[PromptPart] | dict[str, Any]
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from server.core.chat import ChatMessage, ToolCall
-from server.core.types import GenerationRequest, SamplingParams
+from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput, SamplingParams
 from server.dialects.common import (
     ChatOptions,
     ChatPlan,
@@ -17,6 +17,7 @@ from server.dialects.common import (
 )
 from server.dialects.errors import APIError, Dialect
 from server.dialects.function_tools import function_tools
+from server.dialects.media import media_from_base64
 from server.dialects.ollama.schemas import (
     OllamaChatRequest,
     OllamaGenerateRequest,
@@ -76,7 +77,8 @@ def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan
     """`/api/generate` applies the model's template to the prompt, unless `raw` (then the
     text also comes back as written: no template, so no thought to tell apart)."""
     messages = [ChatMessage("system", body.system)] if body.system else []
-    messages.append(ChatMessage("user", body.prompt))
+    media = images_of(body.images, "images")
+    messages.append(ChatMessage("user", with_markers(body.prompt, media), media=media))
     plan = plan_chat(
         options,
         Dialect.OLLAMA,
@@ -90,25 +92,44 @@ def generate_plan(body: OllamaGenerateRequest, options: ChatOptions) -> ChatPlan
     if not body.raw:
         return plan
     raw_generation = replace(
-        plan.generation, prompt=body.prompt, stop=plan.user_stops, thinking_open=False
+        plan.generation,
+        prompt=with_markers(body.prompt, media),
+        stop=plan.user_stops,
+        thinking_open=False,
     )
     return replace(plan, generation=raw_generation, reasoning=None)
 
 
 def chat_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
-    return [
-        ChatMessage(
-            role=m.role,
-            content=m.content,
-            tool_calls=tuple(
-                ToolCall(f"call_{i}", c.function.name, c.function.arguments)
-                for i, c in enumerate(m.tool_calls or ())
-            ),
-            name=m.tool_name,
-            reasoning=m.thinking or "",
+    turns = []
+    for number, m in enumerate(messages):
+        media = images_of(m.images, f"messages[{number}].images")
+        calls = tuple(
+            ToolCall(f"call_{i}", c.function.name, c.function.arguments)
+            for i, c in enumerate(m.tool_calls or ())
         )
-        for m in messages
-    ]
+        content = with_markers(m.content, media)
+        reasoning = m.thinking or ""
+        turns.append(
+            ChatMessage(m.role, content, calls, name=m.tool_name, reasoning=reasoning, media=media)
+        )
+    return turns
+
+
+def images_of(images: list[str] | None, where: str) -> tuple[MediaInput, ...]:
+    """A message's (or a prompt's) `images`, each checked."""
+    return tuple(
+        media_from_base64(data, Dialect.OLLAMA, where=f"{where}[{index}]")
+        for index, data in enumerate(images or ())
+    )
+
+
+def with_markers(text: str, media: tuple[MediaInput, ...]) -> str:
+    """The text with its images' markers before it, as Ollama puts a message's images
+    ahead of its words."""
+    if not media:
+        return text
+    return "\n\n".join([*(MEDIA_MARKER for _ in media), *([text] if text else [])])
 
 
 def chat_plan(body: OllamaChatRequest, options: ChatOptions) -> ChatPlan:

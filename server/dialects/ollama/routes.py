@@ -117,15 +117,21 @@ async def show(body: OllamaShowRequest, served: Served) -> ModelShow:
         "template": (summary.chat_template or "") if summary else "",
         "details": formatter.details(summary),
         "model_info": formatter.model_info(summary),
-        "capabilities": capabilities(summary.chat_template if summary else None),
+        "capabilities": capabilities(
+            summary.chat_template if summary else None, choice.modalities.get(path, frozenset())
+        )
+        if path is not None
+        else capabilities(None, served.model.modalities),
         "modified_at": rfc3339(summary.modified_at) if summary else None,
     }
 
 
-def capabilities(template: str | None) -> list[str]:
+def capabilities(template: str | None, modalities: frozenset[str] = frozenset()) -> list[str]:
     """Ollama's list; "thinking" when the model's template shows it thinks (as Ollama reads
-    a template: server/core/reasoning.thinking_syntax)."""
-    return [*CAPABILITIES, "thinking"] if thinking_syntax(template) else list(CAPABILITIES)
+    a template: server/core/reasoning.thinking_syntax); "vision" (and "audio") when its
+    projector takes images (sounds), as Ollama names them."""
+    names = [*CAPABILITIES, *(["thinking"] if thinking_syntax(template) else [])]
+    return names + [kind for kind in ("vision", "audio") if kind in modalities]
 
 
 @json_route(router, "/api/pull", OllamaPullRequest, OLLAMA)

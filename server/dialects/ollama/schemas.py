@@ -1,6 +1,6 @@
 """Ollama wire shapes — https://github.com/ollama/ollama/blob/main/docs/api.md.
 
-Ollama streams unless `"stream": false`. Unknown fields (images, …) are ignored.
+Ollama streams unless `"stream": false`. Unknown fields are ignored.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class OllamaMessage(OllamaBase):
     thinking: str | None = None  # an earlier reply's thought, given back
     tool_calls: list[OllamaToolCall] | None = None
     tool_name: str | None = None
+    images: list[str] | None = None  # base64 images (the model needs a projector)
 
 
 class OllamaTool(OllamaBase):
@@ -130,6 +131,7 @@ class OllamaGenerateRequest(KeepsAlive):
     model: str
     prompt: str = ""
     system: str | None = None
+    images: list[str] | None = None  # base64 images for the prompt
     raw: bool = False
     stream: bool = True
     format: str | dict[str, Any] | None = None

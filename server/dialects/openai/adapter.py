@@ -8,7 +8,7 @@ from typing import Any
 
 from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.engine import Tokenizer
-from server.core.types import GenerationRequest, SamplingParams
+from server.core.types import GenerationRequest, MediaInput, SamplingParams
 from server.dialects.common import (
     ChatOptions,
     ChatPlan,
@@ -21,6 +21,8 @@ from server.dialects.common import (
 )
 from server.dialects.errors import APIError, Dialect
 from server.dialects.function_tools import function_tools
+from server.dialects.media import media_from_base64, media_from_url
+from server.dialects.media_parts import text_and_media
 from server.dialects.openai.requests import (
     OpenAIChatMessage,
     OpenAIChatRequest,
@@ -31,6 +33,8 @@ from server.dialects.openai.requests import (
 from server.dialects.sampling import sampling_from
 from server.dialects.thinking import ThinkingAsk
 from server.dialects.token_bias import resolve_logit_bias
+
+_OPENAI = Dialect.OPENAI
 
 # OpenAI's documented default for /v1/completions: a different one surprises clients.
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
@@ -82,20 +86,40 @@ def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def chat_messages(messages: list[OpenAIChatMessage]) -> list[ChatMessage]:
-    return [
-        ChatMessage(
-            role=m.role,
-            content=text_of(m.content, _TEXT_PARTS),
-            tool_calls=tuple(
-                ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
-                for c in m.tool_calls or ()
-            ),
-            tool_call_id=m.tool_call_id,
-            name=m.name,
-            reasoning=m.reasoning_content or "",
+    turns = []
+    for index, m in enumerate(messages):
+        text, media = text_and_media(m.content, part_media, f"messages[{index}]", _TEXT_PARTS)
+        calls = tuple(
+            ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
+            for c in m.tool_calls or ()
         )
-        for m in messages
-    ]
+        reasoning = m.reasoning_content or ""
+        turns.append(
+            ChatMessage(m.role, text, calls, m.tool_call_id, m.name, reasoning, media=media)
+        )
+    return turns
+
+
+def part_media(part: object, where: str) -> MediaInput | None:
+    """A chat or Responses content part's image (`image_url`, `input_image`) or sound
+    (`input_audio`), checked; None for a text part."""
+    kind = getattr(part, "type", "")
+    if kind in ("image_url", "input_image"):
+        url = getattr(part, "image_url", None)
+        if isinstance(url, dict):
+            url = url.get("url")
+        if not isinstance(url, str) or not url:
+            raise APIError(400, f"{where}: an {kind} part needs its image_url", dialect=_OPENAI)
+        return media_from_url(url, _OPENAI, where=where)
+    if kind == "input_audio":
+        audio = getattr(part, "input_audio", None) or {}
+        data, declared = audio.get("data"), audio.get("format")
+        if not isinstance(data, str) or not data:
+            raise APIError(400, f"{where}: input_audio needs its base64 data", dialect=_OPENAI)
+        return media_from_base64(
+            data, _OPENAI, expect="audio", declared=str(declared or "") or None, where=where
+        )
+    return None
 
 
 def tool_choice(raw: str | dict[str, Any] | None, dialect: Dialect) -> ToolChoice:
@@ -231,8 +255,9 @@ def responses_messages(body: ResponsesRequest) -> list[ChatMessage]:
         elif kind == "message":
             role = item.role or "user"
             reasoning, thought = (thought, "") if role == "assistant" else ("", thought)
-            content = text_of(item.content, _TEXT_PARTS)
-            messages.append(ChatMessage(role, content, reasoning=reasoning))
+            where = f"input[{len(messages)}]"
+            content, media = text_and_media(item.content, part_media, where, _TEXT_PARTS)
+            messages.append(ChatMessage(role, content, reasoning=reasoning, media=media))
         elif kind == "function_call":
             call = ToolCall(item.call_id or "", item.name or "", _arguments(item.arguments or ""))
             messages.append(ChatMessage("assistant", tool_calls=(call,), reasoning=thought))

@@ -98,6 +98,9 @@ class OpenAICompletionRequest(OpenAISamplingFields):
 class OpenAIContentPart(OpenAIBase):
     type: str
     text: str | None = None
+    # {"url": "data:image/png;base64,..."} (or the URL alone, as some clients send it)
+    image_url: str | dict[str, Any] | None = None
+    input_audio: dict[str, Any] | None = None  # {"data": base64, "format": "wav" | "mp3"}
 
 
 class OpenAIFunctionCall(OpenAIBase):
@@ -156,6 +159,8 @@ class OpenAIChatRequest(OpenAISamplingFields):
 class ResponsesContentPart(OpenAIBase):
     type: str
     text: str | None = None
+    image_url: str | None = None  # input_image's data: URI
+    file_id: str | None = None  # input_image's uploaded file (there are no uploads here)
 
 
 class ResponsesInputItem(OpenAIBase):

@@ -179,6 +179,7 @@ def test_serving_from_the_preset_names_what_is_not_applied(
     assert "  remotetunnel (no Cloudflare tunnel: use deploy/ nginx or your own)" in lines
     assert str(missing) in lines[-1]  # then the start went on, to the missing model
     named = keys_named(describe(fates))
-    assert {"sdmodel", "mmproj", "remotetunnel"} <= set(named)
+    assert {"sdmodel", "visionmaxres", "remotetunnel"} <= set(named)
     assert not {"lora", "loramult"} & set(named)  # applied (issue 27)
+    assert not {"mmproj", "mmprojcpu", "visionmaxtokens"} & set(named)  # applied (issue 28)
     assert "model" not in named  # model_param is the key Hearth reads
