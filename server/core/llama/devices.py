@@ -19,7 +19,13 @@ from server.devices.placement import Placement
 from server.devices.rpc_endpoints import RpcAddressError, worker_endpoints
 from server.devices.vulkan import vulkan_devices
 from server.models.gguf import gguf_summary
-from server.models.memory import auto_gpu_layers, estimate_memory, kv_cache_layout, mib
+from server.models.memory import (
+    KvCacheLayout,
+    auto_gpu_layers,
+    estimate_memory,
+    kv_cache_layout,
+    mib,
+)
 
 
 def choose_devices(settings: LoadSettings) -> None:
@@ -83,12 +89,13 @@ def plan_placement(settings: LoadSettings, path: Path, gpu_backends: Sequence[st
     if settings.gpulayers >= 0:
         layers, reason = min(settings.gpulayers, total), f"--gpulayers {settings.gpulayers}"
     else:
-        free = sum(device.free_bytes for device in gpus)
+        beside = room_beside(settings, path, kv)
+        free = max(sum(device.free_bytes for device in gpus) - beside, 0)
         layers = auto_gpu_layers(estimate, free)
         reason = (
             f"auto: about {mib(estimate.device_bytes(layers))} of {mib(free)} free "
             f"for a {settings.contextsize}-token context"
-        )
+        ) + (f", {mib(beside)} kept for the draft model and projector" if beside else "")
     backend = "+".join(dict.fromkeys(device.backend for device in gpus))
     summaries = [device.summary() for device in gpus]
     if len(gpus) > 1:  # say which device holds what
@@ -96,6 +103,26 @@ def plan_placement(settings: LoadSettings, path: Path, gpu_backends: Sequence[st
         held = layers_per_device(shares, len(gpus), layers, total - 1)
         summaries = [f"{summary}: {what}" for summary, what in zip(summaries, held, strict=True)]
     return Placement(backend, tuple(summaries), layers, total, reason)
+
+
+def room_beside(settings: LoadSettings, path: Path, kv: KvCacheLayout) -> int:
+    """Device bytes what loads beside the model will take, which Auto GPU layers leaves free:
+    the projector's weights (on the GPU unless --mmprojcpu) and the draft model at its own
+    GPU layers, with its KV cache of the same context and type."""
+    media, spec = settings.media, settings.speculation
+    total = 0
+    projector = Path(media.projector).expanduser() if media.projector else None
+    mine = media.for_model is None or Path(media.for_model).resolve() == path.resolve()
+    if projector is not None and mine and not media.on_cpu and projector.is_file():
+        total += projector.stat().st_size
+    draft = Path(spec.draft_model).expanduser() if spec.draft_model else None
+    if draft is not None and draft.is_file() and spec.draft_gpu_layers != 0:
+        estimate = estimate_memory(
+            gguf_summary(draft), settings.contextsize, settings.batch_size, kv
+        )
+        layers = estimate.all_layers if spec.draft_gpu_layers < 0 else spec.draft_gpu_layers
+        total += estimate.device_bytes(min(layers, estimate.all_layers))
+    return total
 
 
 def layers_per_device(

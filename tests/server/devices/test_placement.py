@@ -118,3 +118,29 @@ def test_layers_per_device_follow_llama_cpps_split_rule(
 ) -> None:
     """Gemma 3 270M: 18 repeating layers and the output layer over two devices."""
     assert layers_per_device(shares, 2, gpu_layers, 18) == held
+
+
+def test_auto_leaves_room_for_the_projector_and_the_draft_model(
+    bundled: Path, tmp_path: Path
+) -> None:
+    from server.core.llama.devices import room_beside
+    from server.models.memory import KvCacheLayout
+    from tests.support.projector_gguf import write_projector
+
+    projector = write_projector(tmp_path / "mmproj.gguf", bundled)
+    kv = KvCacheLayout()
+
+    def room(**values: object) -> int:
+        settings = load_settings(HearthSettings(contextsize=4096, **values), bundled)
+        return room_beside(settings, bundled, kv)
+
+    assert room() == 0
+    assert room(mmproj=str(projector)) == projector.stat().st_size
+    assert room(mmproj=str(projector), mmprojcpu=True) == 0  # kept off the GPU
+    # (a projector made for another model of the folder takes no room beside this one)
+    other = load_settings(HearthSettings(mmproj=str(projector)), tmp_path / "other.gguf")
+    assert room_beside(other, bundled, kv) == 0
+    estimate = estimate_memory(gguf_summary(bundled), context=4096, batch=512)
+    assert room(draftmodel=str(bundled)) == estimate.device_bytes(estimate.all_layers)
+    assert room(draftmodel=str(bundled), draftgpulayers=5) == estimate.device_bytes(5)
+    assert room(draftmodel=str(bundled), draftgpulayers=0) == 0
