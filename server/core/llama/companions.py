@@ -9,6 +9,7 @@ request's prompt tokens, and for the media items due to be decoded in the next s
 from __future__ import annotations
 
 import logging
+from concurrent.futures import wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ class Companions:
 
     draft: DraftModel | None = None
     projector: Projector | None = None
+    batch_size: int = 512  # an image's tokens are decoded in one micro-batch: at most this
 
     @property
     def modalities(self) -> frozenset[str]:
@@ -49,29 +51,42 @@ class Companions:
             raise EngineError(f"{request.media[0].kind} input is not supported: no --mmproj")
         media = self.projector.read(request, loaded.add_bos)
         limit, max_tokens = loaded.budget(request)
-        if len(media.tokens) + max_tokens > limit:
+        problem = _too_big(media, max_tokens, limit, self.batch_size)
+        if problem is not None:
             media.free()
-            raise EngineError(
-                f"the prompt with its media takes {len(media.tokens)} tokens, and "
-                f"{max_tokens} more are to be generated: more than the {limit} of the context"
-            )
+            raise EngineError(problem)
         return max_tokens, media.tokens, False, media
 
-    def read_media(self, active: list[Sequence], context: Any, batch_size: int) -> list[Sequence]:
-        """Decode every media item a sequence has reached in its prompt, each in a decode of
-        its own (before the step's shared one). Returns the sequences whose item failed."""
+    def read_media(self, active: list[Sequence], context: Any) -> list[Sequence]:
+        """Decode every media item a sequence has reached in its prompt and whose embeddings
+        are ready, each in a decode of its own (before the step's shared one); one still being
+        encoded waits (the sequence's text stops at it). Returns the sequences whose item
+        failed."""
         failed = []
         for sequence in active:
             media = sequence.media
             if media is None or self.projector is None or sequence.next_token is not None:
                 continue
-            while (span := media.span_at(sequence.decoded)) is not None:
-                if not self.projector.decode(span, context, sequence.slot.seq_id, batch_size):
+            # Started at the sequence's first step, for the items not in its cached prefix,
+            # while the text before them is read.
+            self.projector.encode_later(media, sequence.decoded)
+            while (span := media.span_at(sequence.decoded)) is not None and span.ready:
+                seq_id = sequence.slot.seq_id
+                if not self.projector.decode(span, context, seq_id, self.batch_size):
                     failed.append(sequence)
                     break
                 sequence.decoded += span.length
                 sequence.slot.cached.extend(sequence.prompt[span.start : sequence.decoded])
         return failed
+
+    def wait_for_media(self, active: list[Sequence]) -> None:
+        """When a step had nothing to decode: wait for an item a sequence is held at, rather
+        than stepping again at once (which would spin beside the encode)."""
+        for sequence in active:
+            span = None if sequence.media is None else sequence.media.waiting(sequence.decoded)
+            if span is not None and span.encoded is not None:
+                wait([span.encoded])
+                return
 
     def close(self) -> None:
         if self.draft is not None:
@@ -80,11 +95,28 @@ class Companions:
             self.projector.close()
 
 
+def _too_big(media: MediaPrompt, max_tokens: int, limit: int, batch: int) -> str | None:
+    """Why a prompt with media cannot be read: too long for the context, or an item of more
+    tokens than one micro-batch (llama.cpp would abort the process on it)."""
+    if len(media.tokens) + max_tokens > limit:
+        return (
+            f"the prompt with its media takes {len(media.tokens)} tokens, and {max_tokens} "
+            f"more are to be generated: more than the {limit} of the context"
+        )
+    largest = max((span.length for span in media.spans), default=0)
+    if largest > batch:
+        return (
+            f"an image takes {largest} tokens, more than one batch of {batch} "
+            f"(--batchsize): start the server with --batchsize {largest} or more"
+        )
+    return None
+
+
 def load_model(path: Path, settings: LoadSettings) -> tuple[LoadedModel, Companions]:
     """The model and what loads beside it; nothing is left loaded when one of them fails."""
     loaded = LoadedModel.load(path, settings)
     _say_loaded(path, settings)
-    companions = Companions()
+    companions = Companions(batch_size=settings.batch_size)
     try:
         companions.draft = DraftModel.beside(loaded, settings)
         companions.projector = _projector(path, loaded, settings)

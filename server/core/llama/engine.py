@@ -246,14 +246,14 @@ class LlamaCppEngine:
         events: Events = []
         for sequence in [s for s in self._active if s.cancelled.is_set()]:
             self._finish(sequence, FinishReason.CANCELLED, events)
-        context, size = self._loaded.context, self._batch.size
-        for sequence in self._companions.read_media(self._active, context, size):
+        for sequence in self._companions.read_media(self._active, self._loaded.context):
             self._slots.forget(sequence.slot)
             self._finish(sequence, FinishReason.ERROR, events, error="reading an image failed")
         # One LoRA configuration per decode: the others wait their turn (lora.py).
         batched = self._loaded.adapters.turn(self._active)
         added, used = self._batch.fill(batched, self._loaded.slot_context)
         if used == 0:
+            self._companions.wait_for_media(self._active)  # an image still being encoded
             return events
 
         # A prompt's first decode: first say how much of it came from the cache, so that a

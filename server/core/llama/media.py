@@ -24,11 +24,13 @@ import hashlib
 import logging
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import llama_cpp as llama
+import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
 from server.core.engine import EngineError
@@ -63,11 +65,17 @@ def _last_error(fallback: str) -> str:
 
 @dataclass
 class MediaSpan:
-    """One item's place in a prompt's tokens: where it starts, how many it takes, its chunk."""
+    """One item's place in a prompt's tokens: where it starts, how many it takes, its chunk,
+    and its embeddings being computed (Projector.encode_later)."""
 
     start: int
     length: int
     chunk: Any  # mtmd_input_chunk_p, owned by MediaPrompt.chunks
+    encoded: Future[Any] | None = None  # the embeddings (a numpy array), or None: failed
+
+    @property
+    def ready(self) -> bool:
+        return self.encoded is None or self.encoded.done()
 
 
 @dataclass
@@ -94,7 +102,16 @@ class MediaPrompt:
                 return span.start
         return keep
 
+    def waiting(self, position: int) -> MediaSpan | None:
+        """The item at `position` when its embeddings are still being computed."""
+        span = self.span_at(position)
+        return span if span is not None and not span.ready else None
+
     def free(self) -> None:
+        """Free the chunks, once no encode still reads them (one not started is dropped)."""
+        for span in self.spans:
+            if span.encoded is not None and not span.encoded.cancel():
+                wait([span.encoded])
         if self.chunks is not None:
             mtmd.mtmd_input_chunks_free(self.chunks)
             self.chunks = None
@@ -103,9 +120,14 @@ class MediaPrompt:
 class Projector:
     """The loaded projector; reads prompts with media and decodes their items."""
 
-    def __init__(self, handle: Any, path: Path, threads: int) -> None:
+    def __init__(self, handle: Any, path: Path, width: int) -> None:
         self._handle = handle
         self.path = path
+        self._width = width  # the model's input embedding width: each token's floats
+        # One encode at a time (the projector has one output buffer), on a thread of its own:
+        # an image's embeddings are computed while other sequences decode (libmtmd's graph
+        # and buffers are its own; measured: both give what they give alone).
+        self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-media")
         self.modalities = frozenset(
             name
             for name, has in (
@@ -119,7 +141,6 @@ class Projector:
         # for their programs keeps any process from being started for a client's bytes.
         self._no_programs = tempfile.TemporaryDirectory(prefix="hearth-no-ffmpeg-")
         self._options.video_params.ffmpeg_bin_dir = self._no_programs.name.encode()
-        self._threads = threads
 
     @classmethod
     def load(
@@ -145,7 +166,7 @@ class Projector:
                 f"--mmproj {path.name}: this projector gives its items 2-D positions "
                 "(M-RoPE, Qwen-VL's kind), which Hearth does not serve yet"
             )
-        return cls(handle, path, threads)
+        return cls(handle, path, int(llama.llama_model_n_embd_inp(model)))
 
     def read(self, request: GenerationRequest, add_bos: bool) -> MediaPrompt:
         """The request's prompt with its media as tokens; EngineError saying what is wrong
@@ -163,23 +184,47 @@ class Projector:
             for bitmap in bitmaps:
                 mtmd.mtmd_bitmap_free(bitmap)
 
+    def encode_later(self, prompt: MediaPrompt, position: int) -> None:
+        """Start computing the embeddings of each item from `position` on not started yet,
+        in turn, on the projector's thread."""
+        for span in prompt.spans:
+            if span.start >= position and span.encoded is None:
+                span.encoded = self._encoder.submit(self._encode, span.chunk)
+
     def decode(self, span: MediaSpan, context: Any, seq_id: int, batch_size: int) -> bool:
-        """Encode the item and decode its embeddings into `seq_id` at its span's place, in a
-        decode of its own; False when llama.cpp fails (said on the console)."""
+        """Decode the item's embeddings (waiting for them if need be) into `seq_id` at its
+        span's place, in a decode of its own; False when llama.cpp fails (said on the
+        console)."""
+        embeddings = self._encode(span.chunk) if span.encoded is None else span.encoded.result()
+        if embeddings is None:
+            return False
         n_past = llama.llama_pos(span.start)
-        status = mtmd.mtmd_helper_eval_chunk_single(
-            self._handle, context, span.chunk, span.start, seq_id, batch_size, False,
-            ctypes.byref(n_past),
+        status = mtmd.mtmd_helper_decode_image_chunk(
+            self._handle, context, span.chunk,
+            embeddings.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            span.start, seq_id, batch_size, ctypes.byref(n_past), _NO_CALLBACK, None,
         )  # fmt: skip
         if status != 0:
             logger.error("Reading an image failed: %s", _last_error(f"status {status}"))
         return bool(status == 0)
 
     def close(self) -> None:
+        self._encoder.shutdown(wait=True, cancel_futures=True)
         if self._handle is not None:
             mtmd.mtmd_free(self._handle)
             self._handle = None
         self._no_programs.cleanup()
+
+    def _encode(self, chunk: Any) -> Any:
+        """The chunk's embeddings, copied out of the projector's buffer (the next encode
+        overwrites it); None when llama.cpp fails."""
+        status = mtmd.mtmd_encode_chunk(self._handle, chunk)
+        if status != 0:
+            logger.error("Encoding an image failed: %s", _last_error(f"status {status}"))
+            return None
+        values = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)) * self._width
+        output = mtmd.mtmd_get_output_embd(self._handle)
+        return np.ctypeslib.as_array(output, shape=(values,)).copy()
 
     def _bitmap(self, item: MediaInput, index: int) -> Any:
         data = (ctypes.c_uint8 * len(item.data)).from_buffer_copy(item.data)

@@ -26,6 +26,7 @@ from server.core.types import (
 )
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings
+from tests.support.logits import SHAPE_TOLERANCE
 from tests.support.projector_gguf import media_tokens_per_image, png_bytes, write_projector
 
 RED, BLUE = (220, 30, 30), (20, 40, 230)
@@ -170,3 +171,47 @@ def test_stand_ins_are_negative_and_name_the_image_and_the_place() -> None:
 
 def _fields(request: GenerationRequest) -> dict[str, object]:
     return {name: getattr(request, name) for name in request.__dataclass_fields__}
+
+
+@pytest.mark.model
+def test_an_image_is_encoded_while_other_sequences_go_on(
+    engine: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The projector's encode runs on its own thread: held there (the test holds it), the
+    other sequence keeps generating and the image's request waits at its image; released, it
+    reads the image and answers as it does when nothing holds it."""
+    asked = GenerationRequest(
+        **{**_fields(ask(engine, image(BLUE), text="Once more. ")), "reuse_cache": False}
+    )
+    alone, _ = run(engine, asked)
+    projector = engine._companions.projector
+    assert projector is not None
+    real_encode = projector._encode
+    release, threads = threading.Event(), []
+
+    def held_encode(chunk: object) -> object:
+        threads.append(threading.current_thread().name)
+        release.wait(timeout=60)  # a safety net: the test sets it
+        return real_encode(chunk)
+
+    monkeypatch.setattr(projector, "_encode", held_encode)
+    text = GenerationRequest("text", "Once upon a time", 200, SamplingParams(temperature=0.0))
+    writer = engine.start_sequence(text, threading.Event())
+    reader = engine.start_sequence(asked, threading.Event())
+    written = 0
+    while written < 5:  # the image is held: the writer goes on regardless
+        for owner, event in engine.step():
+            assert owner is not reader or not isinstance(event, (TokenEvent, GenerationOutcome))
+            written += owner is writer and isinstance(event, TokenEvent)
+    assert reader.decoded == reader.media.spans[0].start  # waiting at its image
+    release.set()
+    top: dict[int, float] = {}
+    while reader in engine._active:
+        for owner, event in engine.step():
+            if owner is reader and isinstance(event, TokenEvent) and event.logprobs:
+                top = {c.token_id: c.logprob for c in event.logprobs[0].top}
+    writer.cancelled.set()
+    while engine._active:
+        engine.step()
+    assert threads and all(name.startswith("hearth-media") for name in threads)
+    assert differ(alone, top) <= SHAPE_TOLERANCE  # read beside the writer: another shape
