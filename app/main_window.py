@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
         self.context.flash_attention.clicked.connect(self._kv_changed)
         self.context.low_vram.clicked.connect(self._kv_changed)
         self.loaded.draft_changed.connect(self.quick.gpu.set_draft)
+        self.loaded.projector_changed.connect(self.quick.set_projector)
 
     def _kv_changed(self) -> None:
         """GPU Layers' estimate follows the Context tab's KV cache fields as they change."""

@@ -3,9 +3,9 @@
 Backend: Use CPU, Use Vulkan (every GPU), or one Vulkan device by name and free memory (the
 list comes from `hearth list-devices`, run by app.device_probe; until it answers only the
 general choices show). GPU Layers: Auto (-1, KoboldCpp's autofit) or a count, with the memory
-estimate for the chosen model (and its draft model), context and device beside it. On a build
-without a GPU backend both are disabled and say why, and the loaded values are saved back
-untouched.
+estimate for the chosen model (and its draft model and projector), context and device beside
+it. On a build without a GPU backend both are disabled and say why, and the loaded values are
+saved back untouched.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from app.model_info import describe_projector
 from app.tabs.fields import spin_box
 from server.base.defaults import DEFAULT_BATCH
 from server.devices.backends import GPU_BUILD_HINT
@@ -52,8 +53,8 @@ def backend_key(settings: HearthSettings) -> str:
     return EVERY_VULKAN
 
 
-def draft_file(text: str | None) -> Path | None:
-    """The draft model's file as a settings value names it (None when unset)."""
+def setting_file(text: str | None) -> Path | None:
+    """The file a settings value names (the draft model, the projector; None when unset)."""
     text = (text or "").strip()
     return Path(text).expanduser() if text else None
 
@@ -74,6 +75,16 @@ def _estimate(model: Path, context: int, kv: KvCacheLayout) -> MemoryEstimate | 
         return estimate_memory(gguf_summary(model), context, DEFAULT_BATCH, kv)
     except (OSError, ValueError):
         return None
+
+
+def _shares(draft: int, projector: int) -> str:
+    """The estimate's parts besides the model, as " (draft model: 250 MiB, projector: …)"."""
+    parts = [
+        f"{name}: {mib(size)}"
+        for name, size in (("draft model", draft), ("projector", projector))
+        if size
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 class GpuFields(QObject):
@@ -100,6 +111,8 @@ class GpuFields(QObject):
         self._kv = KvCacheLayout()  # the loaded settings' KV cache type and place
         self._draft: Path | None = None  # the draft model (Loaded Files) and its GPU layers
         self._draft_layers = 999
+        self._projector: Path | None = None  # the projector (Loaded Files) and its place
+        self._projector_cpu = False
         self._fill_backends(AUTO_BACKEND)
         if not self.has_gpu:
             # A CPU-only build offloads nothing, whatever the fields say: show that.
@@ -148,7 +161,8 @@ class GpuFields(QObject):
         type_k, type_v = settings.kv_cache_types
         on_device = not settings.kv_in_system_memory
         self._kv, _ = kv_cache_layout(type_k, type_v, settings.flash_attention, on_device)
-        self._draft, self._draft_layers = draft_file(settings.draftmodel), settings.draftgpulayers
+        self._draft, self._draft_layers = setting_file(settings.draftmodel), settings.draftgpulayers
+        self._projector, self._projector_cpu = setting_file(settings.mmproj), settings.mmprojcpu
         self._fill_backends(self._kept_backend)
         self.gpu_layers.setValue(settings.gpulayers if self.has_gpu else -1)
         self._update()
@@ -198,6 +212,11 @@ class GpuFields(QObject):
     def set_draft(self, model: Path | None, gpu_layers: int) -> None:
         """The draft model and its GPU layers as the Loaded Files tab says now."""
         self._draft, self._draft_layers = model, gpu_layers
+        self._update()
+
+    def set_projector(self, projector: Path | None, on_cpu: bool) -> None:
+        """The projector and Projector on CPU as the Loaded Files tab says now."""
+        self._projector, self._projector_cpu = projector, on_cpu
         self._update()
 
     def set_model(self, model: Path | None, context: int) -> None:
@@ -266,19 +285,22 @@ class GpuFields(QObject):
         estimate = _estimate(self._model, self._context, self._kv)
         if estimate is None:
             return ""  # the model field says what is wrong with the file
-        draft = self.draft_bytes()
-        with_draft = f" (draft model: {mib(draft)})" if draft else ""
+        draft, projector = self.draft_bytes(), self.projector_bytes()
         free = sum(device.free_bytes for device in gpus)
         layers = self.gpu_layers.value()
         if layers < 0:
-            fitted = auto_gpu_layers(estimate, free - draft)
+            layers = auto_gpu_layers(estimate, free - draft - projector)
+        # llama.cpp puts the projector on the GPU only when the model has layers there.
+        projector = projector if layers > 0 else 0
+        needed = estimate.device_bytes(layers) + draft + projector
+        shares = _shares(draft, projector)
+        if self.gpu_layers.value() < 0:
             return (
-                f"Auto: {fitted} of {estimate.all_layers} layers, about "
-                f"{mib(estimate.device_bytes(fitted) + draft)} of {mib(free)} free{with_draft}"
+                f"Auto: {layers} of {estimate.all_layers} layers, about "
+                f"{mib(needed)} of {mib(free)} free{shares}"
             )
-        needed = estimate.device_bytes(layers) + draft
         fits = "" if needed <= free else " — will not fit"
-        return f"About {mib(needed)} of {mib(free)} free{with_draft}{fits}"
+        return f"About {mib(needed)} of {mib(free)} free{shares}{fits}"
 
     def draft_bytes(self) -> int:
         """The draft model's device memory (0 without one, or when its file cannot be read)."""
@@ -286,6 +308,13 @@ class GpuFields(QObject):
             return 0
         draft = _estimate(self._draft, self._context, self._kv)
         return 0 if draft is None else draft_device_bytes(draft, self._draft_layers)
+
+    def projector_bytes(self) -> int:
+        """The projector's device memory, its weights (0 without one, with Projector on CPU, or
+        when the file is not a usable projector: the Loaded Files tab says why)."""
+        if self._projector is None or self._projector_cpu:
+            return 0
+        return describe_projector(self._projector).file_size
 
     def _update(self) -> None:
         if self.has_gpu:

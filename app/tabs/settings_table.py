@@ -296,7 +296,34 @@ LORA_MULT = Decimal(
     "LoRA Multiplier:",
     more="Every adapter's (default {default}; {min} to {max}); a request may ask otherwise.",
 )
-# Vision's projector (KoboldCpp's "Vision mmproj", key mmproj) comes here with vision, issue 28.
+PROJECTOR = File(
+    "mmproj",
+    "Vision/Audio Projector (mmproj):",
+    placeholder="none: text only",
+    title="Choose the model's projector (mmproj GGUF)",
+    file_filter="Projectors (*mmproj*.gguf);;GGUF files (*.gguf);;All files (*)",
+    more="KoboldCpp's Vision mmproj, llama-server's --mmproj: the mmproj file published with "
+    "the model, made for it. The GPU Layers estimate on Quick Launch counts it.",
+)
+PROJECTOR_CPU = Check(
+    "mmprojcpu",
+    "Projector on CPU",
+    more="Frees its GPU memory for layers; images are read more slowly. Otherwise it goes to "
+    "the GPU whenever the model has layers there.",
+)
+VISION_MIN_TOKENS = Number(
+    "visionmintokens",
+    "Min Image Tokens:",
+    special="Auto",
+    more="For projectors whose token count follows the image (Qwen-VL and the like); Auto: "
+    "the projector's own.",
+)
+VISION_MAX_TOKENS = Number(
+    "visionmaxtokens",
+    "Max Image Tokens:",
+    special="Auto",
+    more="Fewer tokens read an image faster and coarser. Auto: the projector's own.",
+)
 DRAFT_MODEL = File(
     "draftmodel",
     "Draft Model:",

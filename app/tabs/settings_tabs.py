@@ -4,7 +4,8 @@ scroll area.
 
 Each tab places bindings (app.tabs.settings_table) in rows; loading and reading the settings is
 the form's own (app.tabs.form), over the rows in order. Quick Launch adds the model's facts
-under its path and the GPU fields (app.tabs.gpu_fields).
+under its path (with what the Loaded Files tab's projector adds: "vision", "audio") and the GPU
+fields (app.tabs.gpu_fields).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from app.model_info import describe_model
 from app.tabs import settings_table as table
 from app.tabs.fields import ERROR_STYLE, INFO_STYLE
 from app.tabs.form import SettingsForm
-from app.tabs.gpu_fields import GpuFields
+from app.tabs.gpu_fields import GpuFields, setting_file
 from app.tabs.rope_fields import RopeFields
 from server.devices.backends import gpu_backends as find_gpu_backends
 from server.models.files import bundled_model_file
@@ -74,6 +75,7 @@ class QuickLaunchTab(SettingsForm):
         self.add_part(self.gpu)
         self.launch_browser = self.add(table.LAUNCH_BROWSER)
         self.quiet = self.add(table.QUIET)
+        self._projector: Path | None = None  # the Loaded Files tab's, for the model's facts
         # Both mean something only with a folder; their values are kept (and saved) either way.
         self.model_dir.textChanged.connect(self._model_dir_changed)
         self._model_dir_changed()
@@ -132,12 +134,20 @@ class QuickLaunchTab(SettingsForm):
             self.model_info.setText("No such file." if text else "")
             self.model_info.setStyleSheet(ERROR_STYLE)
             return
-        info = describe_model(usable, self.context_size.value())
+        info = describe_model(usable, self.context_size.value(), self._projector)
         self.model_info.setText(info.text)
         self.model_info.setStyleSheet(ERROR_STYLE if info.problem else INFO_STYLE)
 
+    def set_projector(self, projector: Path | None, on_cpu: bool) -> None:
+        """The projector and Projector on CPU as the Loaded Files tab says now: the model's
+        facts say what it adds, and the GPU estimate counts it."""
+        self._projector = projector
+        self.gpu.set_projector(projector, on_cpu)
+        self._model_changed()
+
     def load(self, settings: HearthSettings) -> None:
         super().load(settings)
+        self._projector = setting_file(settings.mmproj)
         self._model_changed()
 
 
