@@ -90,6 +90,23 @@ def test_openai_chat_reads_the_image_and_counts_its_tokens(seeing: RunningServer
 
 
 @pytest.mark.model
+def test_openai_responses_reads_input_image(seeing: RunningServer) -> None:
+    url = f"data:image/png;base64,{png64(RED)}"
+    content = [
+        {"type": "input_text", "text": "What is it?"},
+        {"type": "input_image", "image_url": url},
+    ]
+    answer = gpt(seeing).responses.create(
+        model="any",
+        input=[{"role": "user", "content": content}],  # type: ignore[list-item]
+        max_output_tokens=3,
+    )
+    plain = gpt(seeing).responses.create(model="any", input="What is it?", max_output_tokens=3)
+    assert answer.usage is not None and plain.usage is not None
+    assert answer.usage.input_tokens - plain.usage.input_tokens >= PER_IMAGE
+
+
+@pytest.mark.model
 def test_anthropic_reads_image_blocks_also_in_a_tool_result(seeing: RunningServer) -> None:
     image = {
         "type": "image",
