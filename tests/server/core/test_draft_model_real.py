@@ -58,7 +58,7 @@ def test_the_model_as_its_own_draft_is_accepted_and_changes_nothing(
 
 
 def test_two_sequences_batched_together_draft_apart(drafting: RunningServer) -> None:
-    bodies = [greedy(copy_prompt(name), 50, n_probs=5) for name in ("kappa", "lambda")]
+    bodies = [greedy(copy_prompt(name), 30, n_probs=5) for name in ("kappa", "lambda")]
     alone = [native(drafting, body) for body in bodies]
     together = in_one_turn(drafting, [(1, partial(native, drafting, b)) for b in bodies])
     for one, other in zip(alone, together, strict=True):
