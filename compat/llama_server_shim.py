@@ -12,6 +12,10 @@ itself (exec) with it, so the suite's terminate/kill reach the server directly:
 - Hearth (`HEARTH_SHIM_TARGET=hearth`): each flag Hearth has is spelled Hearth's way; flags for
   things Hearth has no setting for are left out and listed on stderr (the server log), so a case
   that depended on one fails visibly rather than mysteriously.
+- Both: a test that names a vision model (ServerPreset.tinygemma3, whose repository holds a
+  projector that llama-server's `-hf` fetches) gets `--mmproj` with the projector the runner
+  wrote for the local model (`HEARTH_SHIM_PROJECTOR`: a tiny Gemma 3 projector with random
+  weights), so its image cases run on both servers alike.
 
 Standard library only: it runs under whichever Python the suite's virtualenv has.
 """
@@ -96,6 +100,17 @@ VALUE_FLAGS = {
 # Flags whose value is a path: made absolute before the server is started elsewhere.
 PATH_FLAGS = {"--chat-template-file", "--slot-save-path", "--model", "--lora", "--media-path"}
 MODEL_FLAGS = {"--model", "--model-url", "--hf-repo", "--hf-file"}
+# Hugging Face repositories of the suite's presets that come with a projector.
+VISION_REPOS = ("tinygemma3",)
+
+
+def projector_flags(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
+    """`--mmproj FILE` when the test's model is a vision model and the runner wrote one."""
+    projector = os.environ.get("HEARTH_SHIM_PROJECTOR")
+    repos = [value or "" for flag, value in pairs if flag == "--hf-repo"]
+    if projector and any(name in repo for repo in repos for name in VISION_REPOS):
+        return ["--mmproj", projector]
+    return []
 
 
 def split_flags(argv: Sequence[str]) -> list[tuple[str, str | None]]:
@@ -159,7 +174,7 @@ def main(argv: Sequence[str]) -> None:
     else:
         command = llama_server_command(pairs, os.environ["HEARTH_SHIM_BINARY"], model)
     extra = os.environ.get("HEARTH_SHIM_EXTRA", "")
-    command += extra.split()
+    command += extra.split() + projector_flags(pairs)
     sys.stderr.write("[hearth shim] " + " ".join(command) + "\n")
     sys.stderr.flush()
     # Hearth imports its `server` package from the checkout under test.

@@ -419,6 +419,7 @@ def server_under_test(
         "HEARTH_SHIM_TARGET": args.against,
         "HEARTH_SHIM_MODEL": model,
         "HEARTH_SHIM_CWD": str(server_cwd),
+        "HEARTH_SHIM_PROJECTOR": str(tiny_projector(args.cache, Path(model))),
     }
     if args.against == "hearth":
         command = hearth_command(args.python, port)
@@ -446,6 +447,18 @@ def server_under_test(
             )
         shim_env["HEARTH_SHIM_BINARY"] = binary
     return command, info, shim_env
+
+
+def tiny_projector(cache: Path, model: Path) -> Path:
+    """A tiny Gemma 3 projector for `model` (random weights; tests/support/projector_gguf.py),
+    for the suite's vision cases: written once into the cache."""
+    path = cache.expanduser().resolve() / f"tiny-mmproj-{model.stem}.gguf"
+    if not path.exists():
+        sys.path.insert(0, str(ROOT))
+        from tests.support.projector_gguf import write_projector
+
+        write_projector(path, model)
+    return path
 
 
 def main() -> int:
