@@ -99,6 +99,7 @@ async function copyText(text, button) {
 
 // ---------------------------------------------------------------------------------------------
 // Conversations: {current, conversations: [{id, title, messages, updated}]} in localStorage.
+// A user message's images (images.js) are data: URIs in its `images`.
 
 function newId() { return Date.now().toString(36) + Math.random().toString(36).slice(2, 8); }
 function newConversation(title = "New chat", messages = []) {
@@ -130,7 +131,16 @@ function loadStore() {
 let store = loadStore();
 saveStore();
 
-function saveStore() { localStorage.setItem(STORE, JSON.stringify(store)); }
+// Storage that is full (images fill it fastest) is said above the log; the conversations
+// stay in the page until it closes.
+function saveStore() {
+  try {
+    localStorage.setItem(STORE, JSON.stringify(store));
+    $("storage-note").hidden = true;
+  } catch (_) {
+    $("storage-note").hidden = false;
+  }
+}
 function conversation() { return store.conversations.find((c) => c.id === store.current); }
 function messages() { return conversation().messages; }
 function touch() {
@@ -143,19 +153,24 @@ function touch() {
 function titleFrom(list) {
   const first = list.find((m) => m.role === "user");
   const text = first ? first.content.replace(/\s+/g, " ").trim() : "";
-  return text ? (text.length > 40 ? text.slice(0, 40) + "…" : text) : "New chat";
+  if (!text) return first && first.images ? "Image" : "New chat";
+  return text.length > 40 ? text.slice(0, 40) + "…" : text;
 }
 // A list of {role, content} with known roles and string content (and an assistant turn's
-// `reasoning`, the model's thought, when it has one), or null.
+// `reasoning`, the model's thought, a user turn's `images`, when it has them), or null.
 function validMessages(list) {
   if (!Array.isArray(list)) return null;
   const roles = ["system", "user", "assistant"];
   const good = list.every((m) => m && typeof m === "object" && roles.includes(m.role)
     && typeof m.content === "string");
   if (!good) return null;
-  return list.map((m) => (typeof m.reasoning === "string" && m.reasoning
-    ? {role: m.role, content: m.content, reasoning: m.reasoning}
-    : {role: m.role, content: m.content}));
+  return list.map((m) => {
+    const kept = {role: m.role, content: m.content};
+    if (typeof m.reasoning === "string" && m.reasoning) kept.reasoning = m.reasoning;
+    const images = storedImages(m.images);
+    if (images.length) kept.images = images;
+    return kept;
+  });
 }
 
 function renderList() {
@@ -281,7 +296,9 @@ function setStatus(text) { $("status").textContent = text; }
 
 function render() {
   $("log").replaceChildren();
-  messages().forEach((m, index) => addTurn(m.role, m.content, index, m.reasoning));
+  messages().forEach((m, index) => {
+    showImages(addTurn(m.role, m.content, index, m.reasoning), m.images);
+  });
 }
 function addTurn(role, text, index, reasoning) {
   const div = document.createElement("div");
@@ -334,6 +351,7 @@ function startEdit(index) {
   if (running) return;
   editingIndex = index;
   $("prompt").value = messages()[index].content;
+  setAttachments(messages()[index].images || []);
   $("editing").hidden = false;
   $("prompt").focus();
 }
@@ -530,9 +548,10 @@ function chatBody(stream, genkey, continuing) {
   const system = $("system").value.trim();
   // Earlier thoughts go back as llama-server's reasoning_content: the template decides
   // whether the model sees them.
-  const turns = messages().map((m) => (m.reasoning
-    ? {role: m.role, content: m.content, reasoning_content: m.reasoning}
-    : {role: m.role, content: m.content}));
+  const contents = requestContents(messages());
+  const turns = messages().map((m, index) => (m.reasoning
+    ? {role: m.role, content: contents[index], reasoning_content: m.reasoning}
+    : {role: m.role, content: contents[index]}));
   const history = system ? [{role: "system", content: system}, ...turns] : turns;
   const body = {model: chosenModel(), messages: history, stream, genkey,
     max_tokens: Number($("max-tokens").value) || 200,
@@ -689,9 +708,11 @@ function keepReply(continuing, text, reasoning) {
   touch();
 }
 
-function send() {
+async function send() {
+  if (running) return;
+  const images = await attachedImages();  // those still being read are waited for
   const text = $("prompt").value.trim();
-  if (!text || running) return;
+  if ((!text && !images.length) || running) return;
   if (editingIndex !== null) {
     // A branch: a new conversation with the turns before the edited one, then the edit.
     const source = conversation();
@@ -702,10 +723,13 @@ function send() {
     cancelEdit();
     render();
   }
-  messages().push({role: "user", content: text});
+  messages().push(images.length ? {role: "user", content: text, images} : {role: "user",
+    content: text});
   touch();
-  addTurn("user", text, messages().length - 1);
+  showImages(addTurn("user", text, messages().length - 1), images);
   $("prompt").value = "";
+  setAttachments([]);
+  attachNotice("");
   generate();
 }
 
@@ -938,7 +962,7 @@ $("send").onclick = send;
 $("prompt").onkeydown = (event) => {
   if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); send(); }
 };
-$("cancel-edit").onclick = () => { cancelEdit(); $("prompt").value = ""; };
+$("cancel-edit").onclick = () => { cancelEdit(); $("prompt").value = ""; setAttachments([]); };
 $("stop").onclick = async () => {
   if (!running) return;
   const {genkey, controller} = running;
@@ -1008,7 +1032,9 @@ $("think").onchange = () => localStorage.setItem(THINK_STORE, $("think").checked
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
   chooseMode();  // the mode stays; only the line saying why is for the new model
+  loadVision();
 };
+wireImages();
 
 setSidebar(!window.matchMedia("(max-width: 700px)").matches);
 $("story").value = story.text;
@@ -1019,6 +1045,5 @@ renderList();
 render();
 storyButtons();
 // Ready once the models are known and the mode is chosen (the tests wait for this too).
-Promise.all([loadModels(), loadContextSize(), loadThinking()]).then(chooseMode).finally(() => {
-  document.body.dataset.ready = "true";
-});
+Promise.all([loadModels().then(loadVision), loadContextSize(), loadThinking()])
+  .then(chooseMode).finally(() => { document.body.dataset.ready = "true"; });
