@@ -1,5 +1,7 @@
 """The models a server can serve: the one it started with, every GGUF in `--modeldir` (and
-`--admindir`), and the models downloaded into the Hugging Face cache; each with its GGUF header.
+`--admindir`), and the models downloaded into the Hugging Face cache; each with its GGUF header
+and, when it has one, its multimodal projector: the served model's as the start chose it, every
+other model's the one beside it in its folder (server/models/projector_files.py).
 
 Names are what `/v1/models`, `/api/tags` and KoboldCpp's `/api/admin/list_options` list (a
 file's KoboldCpp display name; Ollama's `hf.co/owner/repo:QUANT` for a downloaded model), and
@@ -16,6 +18,12 @@ from pathlib import Path
 
 from server.models.files import is_later_split_part, model_display_name
 from server.models.gguf import GGUFFormatError, GGUFSummary, gguf_summary
+from server.models.projector_files import (
+    PairedProjector,
+    is_projector_name,
+    projector_beside,
+    read_projector,
+)
 
 logger = logging.getLogger("hearth")
 
@@ -37,6 +45,8 @@ class ModelCatalog:
     default: str | None = None  # --defaultmodel: serves names that match no entry
     # Other names of listed files (a hub name of the served file): lower-case → entry name
     aliases: dict[str, str] = field(default_factory=dict)
+    # Each listed model's projector, by the model file's resolved path (none: text only)
+    projectors: dict[Path, PairedProjector] = field(default_factory=dict)
 
     @classmethod
     def scan(
@@ -46,21 +56,44 @@ class ModelCatalog:
         downloaded: Iterable[tuple[str, Path]] = (),
         default: str | None = None,
         admin_dir: Path | None = None,
+        served_projector: Path | None = None,
+        pair_projectors: bool = True,
     ) -> ModelCatalog:
-        """`downloaded`: (name, file) of the models in the hub cache, listed with a folder."""
+        """`downloaded`: (name, file) of the models in the hub cache, listed with a folder.
+        `served_projector`: the served model's projector (the start chose it); every other
+        model gets the one beside it unless `pair_projectors` is off (--no-mmproj)."""
         folders = [folder for folder in (model_dir, admin_dir) if folder is not None]
         catalog = cls(
             has_model_dir=model_dir is not None, lists_downloads=bool(folders), default=default
         )
-        candidates: list[tuple[str | None, Path]] = [(None, served)]
+        served_entry = catalog.add(served)
+        if served_entry is not None and served_projector is not None:
+            paired = read_projector(served_projector)
+            catalog.projectors[served.resolve()] = paired or PairedProjector(served_projector, ())
+        candidates: list[tuple[str | None, Path]] = []
         for folder in folders:
             candidates += [(None, path) for path in sorted(folder.rglob("*.gguf"))]
         if folders:
             candidates += list(downloaded)
+        read: dict[Path, PairedProjector | None] = {}
         for name, path in candidates:
-            if not is_later_split_part(path) and "mmproj" not in path.name.lower():
-                catalog.add(path, name)
+            if is_later_split_part(path) or is_projector_name(path.name):
+                continue
+            entry = catalog.add(path, name)
+            if entry is None or entry is served_entry or not pair_projectors:
+                continue
+            key = entry.path.resolve()
+            if key not in catalog.projectors and (paired := projector_beside(path, read)):
+                catalog.projectors[key] = paired
         return catalog
+
+    def projector_of(self, path: Path) -> PairedProjector | None:
+        """The projector of the listed model file `path` (None: it serves text only)."""
+        return self.projectors.get(path.resolve())
+
+    def projector_for(self, path: Path) -> Path | None:
+        paired = self.projector_of(path)
+        return None if paired is None else paired.path
 
     def add(self, path: Path, name: str | None = None) -> CatalogEntry | None:
         """List one more model (None: it could not be read, and is reported). A file already

@@ -3,8 +3,10 @@
 Files go into the hub's standard cache layout (`blobs/`, `snapshots/<commit>/`, `refs/`), so
 `HF_HUB_CACHE`, `HF_ENDPOINT` and `HF_TOKEN` apply and the hub's own cache tools read them. A
 file already complete in the cache is used without any request, so a second start works
-offline; an interrupted download resumes (server/models/download.py). Ollama's pull and delete
-of `hf.co/owner/repo[:QUANT]` and its list of downloaded models work on the same cache.
+offline; an interrupted download resumes (server/models/download.py). `--hf` brings the
+repository's projector (mmproj) with the model and later finds it beside the model in the
+cache. Ollama's pull and delete of `hf.co/owner/repo[:QUANT]` and its list of downloaded models
+work on the same cache.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.models.download import DownloadCancelled, Progress, download_error, download_resumable
@@ -21,6 +24,7 @@ from server.models.files import ModelFileError, check_gguf_file, is_later_split_
 from server.models.gguf import hash_file
 from server.models.hub_names import hub_model_name, parse_hf_spec, pick_quant_file
 from server.models.hub_request import hub_call
+from server.models.projector_files import is_projector_name, pick_repo_projector
 
 logger = logging.getLogger("hearth")
 
@@ -29,24 +33,48 @@ logger = logging.getLogger("hearth")
 Announce = Callable[[str, int | None], None]
 
 
-def fetch_hub_quant(repo: str, quant: str, progress: Progress) -> Path:
-    """`--hf repo:QUANT`: the file to load, from the cache when every part is complete there."""
+@dataclass(frozen=True, slots=True)
+class HubModel:
+    path: Path  # the file to load (a split model's first part)
+    projector: Path | None = None  # the repository's projector (mmproj), when one was asked
+
+
+def fetch_hub_model(
+    repo: str, quant: str, progress: Progress, projector_progress: Progress | None = None
+) -> HubModel:
+    """`--hf repo:QUANT`: the file to load, from the cache when every part is complete there;
+    given `projector_progress`, also the repository's projector as llama-server's `-hf` picks
+    it (projector_files.py), from the cache beside the model or downloaded with it."""
     cached = _cached_quant(repo, quant)
     if cached is not None:
         logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
-        return cached
-    return _fetch_quant_parts(repo, quant, progress)
+        found = None if projector_progress is None else _cached_projector(repo, cached)
+        if found is not None:
+            logger.info("Projector: %s from the Hugging Face cache (%s)", found.name, repo)
+        return HubModel(cached, found)
+    return _fetch_quant_parts(repo, quant, progress, projector_progress=projector_progress)
 
 
 def _fetch_quant_parts(
-    repo: str, quant: str, progress: Progress, announce: Announce | None = None
-) -> Path:
-    """Every part of `quant` in the repository (each from the cache when complete there);
-    the first part, the one to load."""
+    repo: str,
+    quant: str,
+    progress: Progress,
+    announce: Announce | None = None,
+    projector_progress: Progress | None = None,
+) -> HubModel:
+    """Every part of `quant` in the repository (each from the cache when complete there),
+    the first being the one to load; given `projector_progress`, the repository's projector
+    too."""
     files = hub_call(repo, lambda api: api.list_repo_files(repo))
     parts = pick_quant_file(files, quant, repo)
+    projector = None
+    name = pick_repo_projector(files, parts[0])
+    if projector_progress is not None and name is not None:
+        # First: a model complete in the cache is never left without its projector.
+        logger.info("Projector: %s, with the model (--no-mmproj: text only)", name)
+        projector = fetch_hub_file(repo, name, "main", projector_progress)
     paths = [fetch_hub_file(repo, part, "main", progress, announce=announce) for part in parts]
-    return paths[0]
+    return HubModel(paths[0], projector)
 
 
 def pull_hub_model(
@@ -62,7 +90,7 @@ def pull_hub_model(
             raise DownloadCancelled
         progress(done, total)
 
-    path = _fetch_quant_parts(repo, quant, checked, announce)
+    path = _fetch_quant_parts(repo, quant, checked, announce).path
     return hub_model_name(repo, path), path
 
 
@@ -104,7 +132,8 @@ def fetch_hub_file(
     found = try_to_load_from_cache(repo, filename, revision=revision)
     if isinstance(found, str) and Path(found).is_file():
         cached = Path(found)
-        logger.info("Model: %s from the Hugging Face cache (%s)", cached.name, repo)
+        kind = "Projector" if is_projector_name(filename) else "Model"
+        logger.info("%s: %s from the Hugging Face cache (%s)", kind, cached.name, repo)
         if announce is not None:
             size = cached.stat().st_size
             announce(Path(os.path.realpath(cached)).name, size)
@@ -216,6 +245,20 @@ def downloaded_models() -> list[tuple[str, Path]]:
                 continue  # a link to a blob still downloading, a projector, a later part
             found.setdefault(hub_model_name(repo, path), path)
     return sorted(found.items())
+
+
+def _cached_projector(repo: str, model: Path) -> Path | None:
+    """The projector complete beside `model` in its cache snapshot, picked by the rule that
+    chose it for download (no request at all)."""
+    snapshots = _repo_cache(repo) / "snapshots"
+    snapshot = snapshots / model.relative_to(snapshots).parts[0]
+    files = [
+        path.relative_to(snapshot).as_posix()
+        for path in snapshot.rglob("*")
+        if is_projector_name(path.name) and path.is_file()  # not a blob still downloading
+    ]
+    name = pick_repo_projector(files, model.relative_to(snapshot).as_posix())
+    return None if name is None else snapshot / name
 
 
 def _cached_quant(repo: str, quant: str) -> Path | None:

@@ -5,6 +5,7 @@ so a broken one stops the start with a clear line instead of failing every reque
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,8 +28,18 @@ def _frozen(values: Sequence[T] | None) -> tuple[T, ...] | None:
     return None if values is None else tuple(values)
 
 
-def load_settings(settings: HearthSettings, model: Path | None = None) -> LoadSettings:
-    """The core's load settings; `model`: the model file the projector (--mmproj) is for."""
+class Projector(Enum):
+    MMPROJ = "--mmproj"  # the settings' own: --mmproj, for the model it is loaded with
+
+
+def load_settings(
+    settings: HearthSettings,
+    model: Path | None = None,
+    projector: Path | Projector | None = Projector.MMPROJ,
+) -> LoadSettings:
+    """The core's load settings; `model`: the model file the projector is for; `projector`:
+    that model's (None: text only), by default --mmproj."""
+    chosen = settings.mmproj if projector is Projector.MMPROJ else projector
     return LoadSettings(
         contextsize=settings.contextsize,
         batch_size=settings.batch_size,
@@ -52,7 +63,7 @@ def load_settings(settings: HearthSettings, model: Path | None = None) -> LoadSe
         options=model_options(settings),
         speculation=speculation_settings(settings),
         media=MediaSettings(
-            projector=settings.mmproj,
+            projector=None if chosen is None else str(chosen),
             for_model=None if model is None else str(model),
             on_cpu=settings.mmprojcpu,
             image_tokens=(settings.visionmintokens, settings.visionmaxtokens),

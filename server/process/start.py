@@ -18,8 +18,9 @@ from server.core.engine_pool import EnginePool
 from server.devices.backends import gpu_backends
 from server.dialects.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
-from server.models.fetch import downloaded_models, model_for
+from server.models.fetch import ModelFiles, downloaded_models, model_files_for
 from server.models.files import ModelFileError, check_gguf_file
+from server.models.projector_files import projector_beside
 from server.process.app import create_app
 from server.process.console import announce_start
 from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
@@ -87,12 +88,15 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
 
     try:
         template_choice(settings)  # before any download or load: a bad one stops the start
-        model_path = model_for(settings)
+        fetched = model_files_for(settings)
+        model_path = fetched.model
+        projector = start_projector(settings, fetched)
         embeddings_path = embeddings_model_path(settings)
     except (ModelFileError, TemplateSettingError) as exc:
         raise StartFailed(str(exc), EXIT_USAGE) from None
     try:
-        engine: Engine = LlamaCppEngine.load(model_path, load_settings(settings, model_path))
+        loading = load_settings(settings, model_path, projector)
+        engine: Engine = LlamaCppEngine.load(model_path, loading)
     except EngineError as exc:
         raise StartFailed(str(exc), EXIT_MODEL_FAILED) from None
     try:
@@ -105,7 +109,7 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
         engine.close()
         raise StartFailed(f"--embeddingsmodel {exc}", EXIT_MODEL_FAILED) from None
     try:
-        return with_models(settings, model_path, engine, embedder)
+        return with_models(settings, model_path, engine, embedder, projector)
     except ModelFileError as exc:
         engine.close()
         if embedder is not None:
@@ -124,33 +128,81 @@ def embeddings_model_path(settings: HearthSettings) -> Path | None:
     return path
 
 
+def start_projector(settings: HearthSettings, fetched: ModelFiles) -> Path | None:
+    """The start model's projector: --mmproj, else (unless --no-mmproj) the one --hf fetched
+    with it, else, for a model inside --modeldir (or the admin folder), the one beside it."""
+    if settings.mmproj:
+        return Path(settings.mmproj).expanduser()
+    if settings.no_mmproj:
+        return None
+    if fetched.projector is not None or settings.hf:
+        return fetched.projector
+    model = fetched.model.resolve()
+    for value in (settings.modeldir, settings.admin_folder):
+        folder = Path(value).expanduser().resolve() if value else None
+        if folder is not None and model.is_relative_to(folder):
+            paired = projector_beside(fetched.model)
+            return None if paired is None else paired.path
+    return None
+
+
 def with_models(
-    settings: HearthSettings, model_path: Path, engine: Engine, embedder: Embedder | None = None
+    settings: HearthSettings,
+    model_path: Path,
+    engine: Engine,
+    embedder: Embedder | None = None,
+    projector: Path | None = None,
 ) -> tuple[EnginePool, ModelChoice]:
     """The engine behind a pool that loads, switches and unloads models between jobs, and the
     API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
-    there and every model downloaded into the Hugging Face cache. `embedder`: a separate
-    embeddings model (--embeddingsmodel), which then serves every embedding request."""
+    there, each with the projector beside it, and every model downloaded into the Hugging Face
+    cache. `embedder`: a separate embeddings model (--embeddingsmodel), which then serves every
+    embedding request; `projector`: the served model's (start_projector)."""
     from server.core.llama import LlamaCppEngine
-    from server.core.llama.card import ModelCard
 
+    if projector is None and settings.mmproj:
+        projector = Path(settings.mmproj).expanduser()
     catalog = ModelCatalog.scan(
         model_path,
         _folder("--modeldir", settings.modeldir),
         downloaded_models() if settings.modeldir or settings.admin else (),
         settings.defaultmodel,
         _folder("--admindir", settings.admin_folder),
+        served_projector=projector,
+        pair_projectors=not settings.no_mmproj,
     )
     if catalog.has_model_dir:
         logger.info("Models: %s", ", ".join(catalog.names))
+    for entry in catalog.entries:
+        paired = catalog.projector_of(entry.path)
+        if paired is not None:
+            logger.info("Projector for %s: %s (%s)", entry.name, paired.path.name, paired.takes)
+
+    def load(path: Path) -> Engine:
+        return LlamaCppEngine.load(path, load_settings(settings, path, catalog.projector_for(path)))
+
     pool = EnginePool(
         engine.model_name,
         engine,
         {entry.name: entry.path for entry in catalog.entries},
-        lambda path: LlamaCppEngine.load(path, load_settings(settings, model_path)),
+        load,
         settings.maxloadedmodels,
         embedder,
     )
+    return pool, _model_choice(settings, catalog, pool, engine, model_path)
+
+
+def _model_choice(
+    settings: HearthSettings,
+    catalog: ModelCatalog,
+    pool: EnginePool,
+    engine: Engine,
+    model_path: Path,
+) -> ModelChoice:
+    """The API's model choice over the catalog; what each model takes besides text is its
+    projector's (read from the header), the served model's from its loaded engine."""
+    from server.core.llama.card import ModelCard
+
     slots = max(1, settings.parallelrequests)
     loading = load_settings(settings)
     choice = ModelChoice(
@@ -162,8 +214,12 @@ def with_models(
         on_added=pool.add,
         on_removed=pool.forget,
     )
+    for entry in catalog.entries:
+        paired = catalog.projector_of(entry.path)
+        if paired is not None:
+            choice.modalities[entry.path] = frozenset(paired.modalities)
     choice.modalities[model_path] = getattr(engine, "modalities", frozenset())
-    return pool, choice
+    return choice
 
 
 def _folder(option: str, value: str | None) -> Path | None:

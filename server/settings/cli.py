@@ -96,12 +96,14 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "spec_ngram_mod_n_match": ("--spec-ngram-mod-n-match",),
     "spec_ngram_mod_n_min": ("--spec-ngram-mod-n-min",),
     "spec_ngram_mod_n_max": ("--spec-ngram-mod-n-max",),
-    # KoboldCpp's draft model keys, with llama-server's spellings beside them
     # the multimodal projector (KoboldCpp's keys, llama-server's spellings)
     "mmproj": ("--mmproj", "-mm"),
+    "no_mmproj": ("--no-mmproj", "--no-mmproj-auto"),  # llama-server's flags
     "mmprojcpu": ("--mmprojcpu", "--no-mmproj-offload"),
     "visionmintokens": ("--visionmintokens", "--image-min-tokens"),
     "visionmaxtokens": ("--visionmaxtokens", "--image-max-tokens"),
+    "remoteimages": ("--remoteimages",),  # Hearth's own
+    # KoboldCpp's draft model keys, with llama-server's spellings beside them
     "draftmodel": ("--draftmodel", "--spec-draft-model", "--model-draft", "-md"),
     "draftamount": ("--draftamount", "--spec-draft-n-max", "--draft-max"),
     "spec_draft_n_min": ("--spec-draft-n-min", "--draft-min"),  # llama-server's flags
@@ -224,6 +226,9 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
         parser.add_argument(
             *flags, dest=name, action="extend", nargs="+", metavar=metavar, help=description
         )
+        return
+    if name == "remoteimages":  # `--remoteimages a.com *.b.org`, or `a.com,*.b.org`
+        parser.add_argument(*flags, dest=name, nargs="+", metavar="HOST", help=description)
         return
     if name == "ropeconfig":  # KoboldCpp: `--ropeconfig 0.5 10000`; also `0.5,10000`
         parser.add_argument(*flags, dest=name, nargs="+", metavar="SCALE", help=description)

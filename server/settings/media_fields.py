@@ -20,6 +20,12 @@ class MediaFields(BaseModel):
         description="Multimodal projector GGUF (mmproj) that lets the model read images "
         "(or sounds) sent with a request.",
     )
+    # llama-server's --no-mmproj (KoboldCpp has no automatic projector to turn off).
+    no_mmproj: bool = Field(
+        default=False,
+        description="No projector found for a model automatically: none downloaded with "
+        "--hf, none paired beside a model of --modeldir (--mmproj still loads).",
+    )
     # KoboldCpp's --mmprojcpu; llama-server's --no-mmproj-offload.
     mmprojcpu: bool = Field(
         default=False, description="Keep the projector on the CPU, off the GPU."
@@ -33,6 +39,16 @@ class MediaFields(BaseModel):
     visionmaxtokens: int = Field(
         default=-1, ge=-1, le=65536, description="Most tokens per image; -1: the model's."
     )
+    # Hearth's own (neither KoboldCpp nor llama-server fetches an image URL): the hosts whose
+    # http(s) image URLs a request may name (server/dialects/remote_media.py). None, the
+    # default: none is fetched, as a server that fetches any URL a client names can be made to
+    # reach the machine's private network.
+    remoteimages: list[str] | None = Field(
+        default=None,
+        description="Fetch the http(s) image URLs a request names from these hosts only: "
+        "exact names, *.example.com for its subdomains, * for any public host; never a "
+        "private address.",
+    )
 
     @field_validator("mmproj", mode="before")
     @classmethod
@@ -40,3 +56,20 @@ class MediaFields(BaseModel):
         if isinstance(value, str):
             return value.strip() or None
         return value
+
+    @field_validator("remoteimages", mode="before")
+    @classmethod
+    def _host_list(cls, value: Any) -> Any:
+        # A list, or one string "a.com, b.com" (a hand-written settings file, a flag's value);
+        # [] is not set. IPv6 literals lose their brackets, as a URL's host has none.
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            return value
+        words = " ".join(str(item) for item in value).replace(",", " ").split()
+        hosts = [word.strip("[]").rstrip(".").lower() for word in words]
+        for host in hosts:
+            wild = "*" in host and host != "*"
+            if "/" in host or (wild and (not host.startswith("*.") or "*" in host[1:])):
+                raise ValueError(f"{host!r} is not a host name (example.com, *.example.com or *)")
+        return hosts or None
