@@ -45,6 +45,7 @@ VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
 TESTS_IN_SDIST = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/tools/server/tests"
 TEMPLATES_IN_SDIST = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/models/templates"
+PICTURE_IN_SDIST = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/tools/mtmd/test-1.jpeg"
 # Run against one server started here (external mode).
 TEST_FILES = (
     "unit/test_chat_completion.py",
@@ -58,6 +59,7 @@ SPAWNED_TEST_FILES = (
     "unit/test_tool_call.py",
 )
 SHIM = Path(__file__).resolve().parent / "llama_server_shim.py"
+OFFLINE_PLUGIN = Path(__file__).resolve().parent / "offline_media.py"
 # Not in the suite's requirements: a per-test limit, so one hung stream cannot stall the run.
 EXTRA_REQUIREMENTS = ("pytest-timeout~=2.3",)
 CONTEXT = 8192
@@ -84,9 +86,10 @@ def run(command: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[st
 
 def ensure_tests(cache: Path) -> Path:
     """The sdist's tools/server/tests folder (and the chat templates its tests read from
-    models/templates), downloaded and unpacked once."""
+    models/templates, and the picture offline_media.py answers with), downloaded and
+    unpacked once."""
     tests = cache / TESTS_IN_SDIST
-    done = tests / ".unpacked-with-templates"
+    done = tests / ".unpacked-with-templates-and-picture"
     if done.exists():
         return tests
     sdist = cache / "sdist" / SDIST
@@ -106,7 +109,7 @@ def ensure_tests(cache: Path) -> Path:
                 f"llama-cpp-python=={VERSION}",
             ]
         )
-    prefixes = (TESTS_IN_SDIST + "/", TEMPLATES_IN_SDIST + "/")
+    prefixes = (TESTS_IN_SDIST + "/", TEMPLATES_IN_SDIST + "/", PICTURE_IN_SDIST)
     with tarfile.open(sdist) as archive:
         members = [m for m in archive.getmembers() if m.name.startswith(prefixes)]
         if not members:
@@ -291,6 +294,9 @@ def run_pytest(
     for name in ("DEBUG", "DEBUG_EXTERNAL", "PYTEST_ADDOPTS", "LLAMA_SERVER_BIN_PATH"):
         env.pop(name, None)
     env.update(env_extra)
+    # The suite's vision cases download a picture: compat/offline_media.py answers instead.
+    env["PYTHONPATH"] = os.pathsep.join([str(OFFLINE_PLUGIN.parent), env.get("PYTHONPATH", "")])
+    env["HEARTH_COMPAT_PICTURE"] = str(tests.parent.parent / "mtmd" / "test-1.jpeg")
     command = [
         str(python),
         "-m",
@@ -299,6 +305,8 @@ def run_pytest(
         "-rA",
         "-p",
         "no:cacheprovider",
+        "-p",
+        OFFLINE_PLUGIN.stem,
         "--timeout",
         str(timeout),
         f"--junitxml={junit}",

@@ -43,8 +43,11 @@ MAX_AUDIO_BYTES = 25 * MB
 # printing, not for a model that scales every image to a few hundred pixels a side.
 MAX_IMAGE_PIXELS = 50_000_000
 
+# Said when a URL reaches an adapter: --remoteimages is off, or the URL is in a field it does
+# not fetch for (server/dialects/remote_media.py fetches allowed ones before planning).
 REMOTE_URL_MESSAGE = (
-    "remote image URLs are not fetched by this server (send the image as a data: URI)"
+    "remote image URLs are not fetched by this server (send the image as a data: URI, or "
+    "start the server with --remoteimages HOST to fetch image URLs from HOST)"
 )
 _FORMATS = {"image": "PNG, JPEG, GIF or BMP", "audio": "WAV, MP3 or FLAC"}
 _NOUNS = {
@@ -66,8 +69,9 @@ def media_from_url(
     url: str, dialect: Dialect, *, expect: str = "image", where: str = ""
 ) -> MediaInput:
     """OpenAI's `image_url.url`: a `data:<mime>;base64,<data>` URI. Remote URLs are refused,
-    never fetched: a server that fetches what a client names can be made to reach the
-    machine's private network."""
+    never fetched here: a server that fetches what a client names can be made to reach the
+    machine's private network. With --remoteimages, the allowed ones were fetched into data:
+    URIs before planning (server/dialects/remote_media.py)."""
     text = url.strip()
     scheme = text.partition(":")[0].lower()
     if scheme == "data":

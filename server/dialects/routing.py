@@ -4,9 +4,10 @@
 `ChatPlan` from its adapter and the `WireFormat` from its formatter); `json_route` registers
 any other endpoint with a JSON body, given a handler: body → answer. Both do, once: the password
 check in the dialect's error shape, parsing the body (size, depth and validation errors in that
-shape too), the model the body names when the route takes one, and the OpenAPI description of
-the body and the answer. A generation is then served by server/dialects/serving.py (several
-choices by server/dialects/choices.py).
+shape too), the model the body names when the route takes one, the remote image URLs it names
+fetched when --remoteimages allows (server/dialects/remote_media.py), and the OpenAPI
+description of the body and the answer. A generation is then served by
+server/dialects/serving.py (several choices by server/dialects/choices.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from server.dialects.common import ChatOptions, ChatPlan, new_id
 from server.dialects.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import Dialect, parse_json_body
 from server.dialects.openapi import json_answer, json_body
+from server.dialects.remote_media import fetch_remote_images
 from server.dialects.resumable import wants_resumable
 from server.dialects.serving import load_or_unload, serve
 from server.dialects.thinking import server_thinking
@@ -95,6 +97,8 @@ def generation_route(
         ) -> Response:
             body = await parse_json_body(request, body_model, dialect)
             model = await named_model(request, scheduler, getattr(body, "model", None), dialect)
+            # --remoteimages: the image URLs fetched into data: URIs, as adapters do no I/O
+            await fetch_remote_images(body, settings.remoteimages, dialect)
             served = Served(request, settings, model, scheduler)
             return await _generate(served, planner(body, served))
 
@@ -154,8 +158,9 @@ def json_route(
             request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
         ) -> Any:
             body = await parse_json_body(request, body_model, dialect, optional=optional)
-            if names_model:
+            if names_model:  # a body planned as its generation route's (token counts…)
                 model = await named_model(request, scheduler, getattr(body, "model", None), dialect)
+                await fetch_remote_images(body, settings.remoteimages, dialect)
             return await handler(body, Served(request, settings, model, scheduler))
 
         returns = typing.get_type_hints(handler).get("return")

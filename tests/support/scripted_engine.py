@@ -46,6 +46,8 @@ class ScriptedEngine:
     `prompt_chunk`: read the prompt in decodes of that many tokens, each `prompt_seconds`
     long, reporting Progress as LlamaCppEngine does (first before any is read); without it
     the prompt takes no time and is reported once, read.
+    `modalities`: what it claims its projector takes ("vision", "audio"), so that requests
+    with media are admitted; they are recorded in `requests`, never read.
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class ScriptedEngine:
         chat_template: ChatTemplate | None = None,
         prompt_chunk: int | None = None,
         prompt_seconds: float = 0.0,
+        modalities: frozenset[str] = frozenset(),
     ) -> None:
         self._pieces = list(pieces)
+        self.modalities = modalities
         self._prompt_chunk = prompt_chunk
         self._prompt_seconds = prompt_seconds
         self._token_seconds = token_seconds

@@ -26,8 +26,9 @@ _ANTHROPIC = Dialect.ANTHROPIC
 
 
 def block_media(block: object, where: str) -> MediaInput | None:
-    """An image block's image (base64 source; a URL source is refused: nothing is fetched),
-    checked; None for other blocks. A document block is a 400: Hearth reads no PDFs."""
+    """An image block's image (base64 source; a URL source only when --remoteimages allows
+    its host: remote_media.py has fetched it into a data: URI by now), checked; None for
+    other blocks. A document block is a 400: Hearth reads no PDFs."""
     kind = getattr(block, "type", "")
     if kind == "document":
         raise APIError(
