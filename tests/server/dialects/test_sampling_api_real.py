@@ -5,6 +5,7 @@ have the feature, raw HTTP otherwise."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import threading
@@ -17,6 +18,7 @@ import ollama
 import openai
 import pytest
 
+from tests.support.projector_gguf import png_bytes
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 
@@ -418,11 +420,13 @@ def test_anthropic_images_are_refused_clearly_and_count_tokens_matches(
     hearth: RunningServer,
 ) -> None:
     claude = anthropic.Anthropic(base_url=hearth.base_url, api_key="unused")
+    picture = base64.b64encode(png_bytes(4, 4, (200, 0, 0))).decode()
     image: Any = {
         "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        "source": {"type": "base64", "media_type": "image/png", "data": picture},
     }
-    with pytest.raises(anthropic.BadRequestError, match="no vision"):
+    # a whole picture, to a model without a projector (test_vision_real.py: with one)
+    with pytest.raises(anthropic.BadRequestError, match=r"image input is not supported.*--mmproj"):
         claude.messages.create(
             model="any",
             max_tokens=5,
