@@ -78,25 +78,31 @@ ENTRIES_BODY = {
 def adapters(settings: HearthSettings) -> list[LoraAdapter]:
     """The adapters with the scales every request gets now; [] without adapters."""
     scales = settings.lora_scales_now()
-    return [
-        {
-            "id": index,
-            "path": path,
-            "scale": scale,
-            "task_name": _metadata(path, "adapter.lora.task_name"),
-            "prompt_prefix": _metadata(path, "adapter.lora.prompt_prefix"),
-        }
-        for index, ((path, _configured), scale) in enumerate(
-            zip(settings.lora_adapters(), scales, strict=True)
+    listed: list[LoraAdapter] = []
+    for index, ((path, _configured), scale) in enumerate(
+        zip(settings.lora_adapters(), scales, strict=True)
+    ):
+        metadata = _metadata(path)  # one header read per adapter
+        listed.append(
+            {
+                "id": index,
+                "path": path,
+                "scale": scale,
+                "task_name": _text(metadata.get("adapter.lora.task_name")),
+                "prompt_prefix": _text(metadata.get("adapter.lora.prompt_prefix")),
+            }
         )
-    ]
+    return listed
 
 
-def _metadata(path: str, key: str) -> str:
+def _metadata(path: str) -> dict[str, object]:
     try:
-        value = gguf_summary(Path(path).expanduser()).metadata.get(key)
+        return dict(gguf_summary(Path(path).expanduser()).metadata)
     except (GGUFFormatError, OSError):
-        return ""
+        return {}
+
+
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
