@@ -54,6 +54,8 @@ def _cell(text: str) -> str:
 def _shape(action: argparse.Action) -> str:
     """The value an argument takes, written as argparse's usage writes it."""
     metavar = action.metavar or (action.dest.upper() if action.option_strings else action.dest)
+    if isinstance(metavar, tuple):  # a fixed number of values, each named (--ssl CERT KEY)
+        return " ".join(metavar)
     assert isinstance(metavar, str)
     if action.nargs == "?":
         return f"[{metavar}]"

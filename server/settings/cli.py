@@ -115,6 +115,17 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "loramult": ("--loramult",),
     "lora_scaled": ("--lora-scaled",),  # llama-server's flags
     "lora_init_without_apply": ("--lora-init-without-apply",),
+    # -- TLS, keys, limits (server/settings/network_fields.py) --
+    "ssl": ("--ssl",),
+    "ssl_cert_file": ("--ssl-cert-file",),  # llama-server's flags
+    "ssl_key_file": ("--ssl-key-file",),
+    "api_key": ("--api-key",),
+    "api_key_file": ("--api-key-file",),
+    "ratelimit": ("--ratelimit",),
+    "keyratelimit": ("--keyratelimit",),  # Hearth's own
+    "trustedproxies": ("--trustedproxies",),
+    "cors_origins": ("--cors-origins",),  # llama-server's flag
+    "multiuserperkey": ("--multiuserperkey",),  # Hearth's own
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -162,6 +173,14 @@ _METAVARS = {
     "spec_draft_p_min": "P",
     # -- LoRA adapters --
     "loramult": "SCALE",
+    # -- TLS, keys, limits --
+    "ssl_cert_file": "FILE",
+    "ssl_key_file": "FILE",
+    "api_key": "KEY[,KEY]",
+    "api_key_file": "FILE",
+    "ratelimit": "SECONDS",
+    "keyratelimit": "SECONDS",
+    "cors_origins": "ORIGIN[,ORIGIN]|localhost|*",
 }
 
 
@@ -226,6 +245,12 @@ def _add_setting(parser: argparse.ArgumentParser, name: str, flags: tuple[str, .
         parser.add_argument(
             *flags, dest=name, action="extend", nargs="+", metavar=metavar, help=description
         )
+        return
+    if name == "ssl":  # KoboldCpp: `--ssl CERT KEY`
+        parser.add_argument(*flags, dest=name, nargs=2, metavar=("CERT", "KEY"), help=description)
+        return
+    if name == "trustedproxies":  # `--trustedproxies 10.0.0.1 172.16.0.0/12`, or with commas
+        parser.add_argument(*flags, dest=name, nargs="+", metavar="ADDR", help=description)
         return
     if name == "remoteimages":  # `--remoteimages a.com *.b.org`, or `a.com,*.b.org`
         parser.add_argument(*flags, dest=name, nargs="+", metavar="HOST", help=description)

@@ -23,6 +23,7 @@ from server.base.netcheck import is_loopback
 from server.settings.lora_fields import LoraFields
 from server.settings.media_fields import MediaFields
 from server.settings.model_fields import ModelOptionFields
+from server.settings.network_fields import NetworkFields
 from server.settings.speculation_fields import SpeculationFields
 from server.settings.template_fields import ChatTemplateFields
 
@@ -31,11 +32,17 @@ LOOPBACK_HOST = "127.0.0.1"
 
 
 class HearthSettings(
-    ChatTemplateFields, ModelOptionFields, SpeculationFields, LoraFields, MediaFields
+    ChatTemplateFields,
+    ModelOptionFields,
+    SpeculationFields,
+    LoraFields,
+    MediaFields,
+    NetworkFields,
 ):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
     The chat template's settings are in server/settings/template_fields.py, the model-loading
-    options in model_fields.py, speculative decoding's in speculation_fields.py."""
+    options in model_fields.py, speculative decoding's in speculation_fields.py, TLS, keys and
+    limits in network_fields.py."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
@@ -302,8 +309,9 @@ class HearthSettings(
 
     @property
     def exposed_without_password(self) -> bool:
-        """True when other machines could reach the server and nothing guards it."""
-        return not is_loopback(self.listen_host) and not self.password
+        """True when other machines could reach the server and no key guards it."""
+        guarded = self.password or self.api_key or self.api_key_file
+        return not is_loopback(self.listen_host) and not guarded
 
     @property
     def admin_folder(self) -> str | None:

@@ -78,9 +78,7 @@ NOT_APPLIED: dict[str, str] = {
     "visionmaxres": "llama.cpp's projector scales each image to its model's own size",
     # -- the network --
     "remotetunnel": "no Cloudflare tunnel: use deploy/ nginx or your own",
-    "ssl": "no HTTPS in Hearth itself: put nginx from deploy/ in front for TLS",
     "nocertify": "Hearth never turns certificate checks off",
-    "ratelimit": "no per-address rate limit: the multiuser queue bounds the load",
     "singleinstance": "Hearth never stops another server: it says the port is in use",
     "multiplayer": "no shared KoboldAI Lite multiplayer sessions in Hearth",
     "websearch": "no web search proxy in Hearth",

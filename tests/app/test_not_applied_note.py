@@ -30,7 +30,7 @@ def test_loading_a_full_koboldcpp_preset_names_what_is_not_applied(window: MainW
     assert not window.notice.isHidden()
     # The tooltip names every one of them, with its reason: the console's own lines.
     assert window.notice.toolTip() == "\n".join(not_applied_lines(fates, FULL_PRESET.name))
-    assert "  ssl (no HTTPS in Hearth itself" in window.notice.toolTip()
+    assert "  remotetunnel (no Cloudflare tunnel" in window.notice.toolTip()
 
 
 def test_a_few_keys_are_all_named_and_the_next_notice_drops_them(

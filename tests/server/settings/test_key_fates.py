@@ -102,8 +102,8 @@ def test_a_file_koboldcpp_saved_at_its_defaults_reports_nothing() -> None:
         ("sdloramult", [0.5], True),
         ("maingpu", -1, False),
         ("maingpu", 0, True),  # GPU 0 is a choice, not "unset"
-        ("ratelimit", 0, False),
-        ("ssl", [], False),
+        ("websearch", False, False),
+        ("websearch", True, True),
         ("chatcompletionsadapter", "AutoGuess", False),
     ],
 )
