@@ -9,7 +9,7 @@ from typing import Any
 import llama_cpp as llama
 
 from server.core.llama.model import LoadedModel
-from server.core.llama.sampler import sample_with_logprobs
+from server.core.llama.sampler import greedy_token, sample_with_logprobs
 from server.core.llama.sequence import Sequence
 from server.core.llama.thinking import forced_logprob
 from server.core.types import TokenLogprob
@@ -35,6 +35,8 @@ def draw(
         if wanted is None:
             return forced, None
         return forced, forced_logprob(logits, loaded.n_vocab, forced, wanted, piece)
+    if wanted is None and sequence.greedy:
+        return greedy_token(logits, loaded.n_vocab), None
     if wanted is None:
         return llama.llama_sampler_sample(sequence.sampler, loaded.context, row), None
     post_sampling = sequence.request.post_sampling_probs

@@ -34,6 +34,7 @@ from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import (
     YES_NO_GRAMMAR,
     SamplerFactory,
+    plain_greedy,
     schema_grammar,
 )
 from server.core.llama.sequence import Sequence, joined_text
@@ -228,6 +229,7 @@ class LlamaCppEngine:
             pipeline=TokenTextPipeline(request.stop, request.trim_stop),
             started=started,
             constrained=schema is not None,
+            greedy=plain_greedy(request.sampling, grammar),
             truncated=truncated,
             thought=thought_budget(
                 request,
@@ -388,6 +390,7 @@ class LlamaCppEngine:
         sequence = self.start_sequence(request, cancelled)
         llama.llama_sampler_free(sequence.sampler)
         sequence.sampler = self._samplers.build(request.sampling, [], YES_NO_GRAMMAR)
+        sequence.greedy = False  # the grammar decides now
         answer = ""
         while self._active:
             for _, event in self.step():

@@ -173,6 +173,31 @@ class SamplerFactory:
         add(chain, llama.llama_sampler_init_dist(sampling.seed & 0xFFFFFFFF))
 
 
+def plain_greedy(sampling: SamplingParams, grammar: str | None) -> bool:
+    """Whether `build` makes a chain of llama.cpp's greedy sampler alone (no logit bias,
+    grammar, banned end tokens or penalties): then a row's token is simply its first largest
+    logit (`greedy_token`)."""
+    return (
+        sampling.temperature < _MIN_TEMPERATURE
+        and not sampling.logit_bias
+        and grammar is None
+        and not sampling.ban_eos
+        and sampling.rep_pen == 1.0
+        and sampling.presence_penalty == 0.0
+        and sampling.frequency_penalty == 0.0
+    )
+
+
+def greedy_token(logits: Any, n_vocab: int) -> int:
+    """The token of the first largest of `n_vocab` logits: what a chain of the greedy sampler
+    alone picks (it too keeps the first of equal maxima). Read in place with numpy because
+    `llama_sampler_sample` first copies the whole vocabulary into a candidate array: measured
+    on the bundled model's 262,144 tokens, 0.31 ms a row against 0.08, which is 4% of a
+    speculative decode's time per token. The greedy sampler keeps no state, so nothing is
+    lost by not calling `accept`."""
+    return int(np.ctypeslib.as_array(logits, shape=(n_vocab,)).argmax())
+
+
 def _clamp(value: float, limit: float) -> float:
     return min(max(value, -limit), limit)
 

@@ -41,6 +41,8 @@ class Sequence:
     pipeline: TokenTextPipeline
     started: float
     constrained: bool
+    # The sampler chain is greedy alone (sampler.plain_greedy): rows are read with numpy.
+    greedy: bool = False
     truncated: bool = False  # the prompt's front was cut to fit
     generated: int = 0
     next_token: int | None = None  # sampled, decoded in the next step
