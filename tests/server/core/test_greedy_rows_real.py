@@ -32,7 +32,7 @@ def chain_pick(values: Any) -> int:
     n_vocab = len(values)
     data = (llama.llama_token_data * n_vocab)()
     for token, logit in enumerate(values):
-        data[token].id, data[token].logit, data[token].p = token, float(logit), 0.0
+        data[token] = llama.llama_token_data(token, float(logit), 0.0)
     array = llama.llama_token_data_array(data=data, size=n_vocab, selected=-1, sorted=False)
     sampler = llama.llama_sampler_init_greedy()
     try:
