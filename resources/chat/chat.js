@@ -99,7 +99,8 @@ async function copyText(text, button) {
 
 // ---------------------------------------------------------------------------------------------
 // Conversations: {current, conversations: [{id, title, messages, updated}]} in localStorage.
-// A user message's images (images.js) are data: URIs in its `images`.
+// A user message's images (images.js) are data: URIs in its `images`; its sounds, {name,
+// format, data}, in its `audio` (data left out when too large to store: see soundClip).
 
 function newId() { return Date.now().toString(36) + Math.random().toString(36).slice(2, 8); }
 function newConversation(title = "New chat", messages = []) {
@@ -153,7 +154,7 @@ function touch() {
 function titleFrom(list) {
   const first = list.find((m) => m.role === "user");
   const text = first ? first.content.replace(/\s+/g, " ").trim() : "";
-  if (!text) return first && first.images ? "Image" : "New chat";
+  if (!text) return first && first.images ? "Image" : first && first.audio ? "Sound" : "New chat";
   return text.length > 40 ? text.slice(0, 40) + "…" : text;
 }
 // A list of {role, content} with known roles and string content (and an assistant turn's
@@ -169,6 +170,8 @@ function validMessages(list) {
     if (typeof m.reasoning === "string" && m.reasoning) kept.reasoning = m.reasoning;
     const images = storedImages(m.images);
     if (images.length) kept.images = images;
+    const sounds = storedSounds(m.audio);
+    if (sounds.length) kept.audio = sounds;
     return kept;
   });
 }
@@ -297,7 +300,7 @@ function setStatus(text) { $("status").textContent = text; }
 function render() {
   $("log").replaceChildren();
   messages().forEach((m, index) => {
-    showImages(addTurn(m.role, m.content, index, m.reasoning), m.images);
+    showImages(addTurn(m.role, m.content, index, m.reasoning), m.images, m.audio);
   });
 }
 function addTurn(role, text, index, reasoning) {
@@ -351,7 +354,7 @@ function startEdit(index) {
   if (running) return;
   editingIndex = index;
   $("prompt").value = messages()[index].content;
-  setAttachments(messages()[index].images || []);
+  setAttachments(messages()[index].images || [], storedSounds(messages()[index].audio));
   $("editing").hidden = false;
   $("prompt").focus();
 }
@@ -711,8 +714,9 @@ function keepReply(continuing, text, reasoning) {
 async function send() {
   if (running) return;
   const images = await attachedImages();  // those still being read are waited for
+  const sounds = attachedSounds();
   const text = $("prompt").value.trim();
-  if ((!text && !images.length) || running) return;
+  if ((!text && !images.length && !sounds.length) || running) return;
   if (editingIndex !== null) {
     // A branch: a new conversation with the turns before the edited one, then the edit.
     const source = conversation();
@@ -723,10 +727,9 @@ async function send() {
     cancelEdit();
     render();
   }
-  messages().push(images.length ? {role: "user", content: text, images} : {role: "user",
-    content: text});
+  messages().push(withMedia({role: "user", content: text}, images, sounds));
   touch();
-  showImages(addTurn("user", text, messages().length - 1), images);
+  showImages(addTurn("user", text, messages().length - 1), images, sounds);
   $("prompt").value = "";
   setAttachments([]);
   attachNotice("");
@@ -1032,7 +1035,7 @@ $("think").onchange = () => localStorage.setItem(THINK_STORE, $("think").checked
 $("model").onchange = () => {
   localStorage.setItem(MODEL_STORE, $("model").value);
   chooseMode();  // the mode stays; only the line saying why is for the new model
-  loadVision();
+  loadModalities();
 };
 wireImages();
 
@@ -1045,5 +1048,5 @@ renderList();
 render();
 storyButtons();
 // Ready once the models are known and the mode is chosen (the tests wait for this too).
-Promise.all([loadModels().then(loadVision), loadContextSize(), loadThinking()])
+Promise.all([loadModels().then(loadModalities), loadContextSize(), loadThinking()])
   .then(chooseMode).finally(() => { document.body.dataset.ready = "true"; });

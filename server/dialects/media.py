@@ -5,8 +5,9 @@ llama.cpp's multimodal library takes whatever bytes it is handed: its image deco
 pixels takes 2.3 GB), and bytes it cannot read as an image or a sound go on to ffprobe, as a
 video. So each item is read here first, without decoding a pixel: its format from its bytes,
 not from what the client calls it (clients often mislabel); an image's size from its header;
-its completeness from its structure (server/dialects/media_headers.py). Anything else is a
-400 in the dialect's own shape, one line that names the item's place in the request.
+an image's or a WAV's completeness from its structure (server/dialects/media_headers.py).
+Anything else is a 400 in the dialect's own shape, one line that names the item's place in
+the request.
 
 The dialect adapters call `media_from_url` (OpenAI's `image_url`), `media_from_base64` (every
 other wire: Anthropic's `source.data`, Ollama's and KoboldAI's `images`, OpenAI's
@@ -28,6 +29,7 @@ from server.dialects.media_headers import (
     Format,
     MediaFormatError,
     check_complete,
+    check_sound,
     image_size,
     sniff,
     unsupported,
@@ -110,7 +112,7 @@ def check_media(
     raw: bytes, dialect: Dialect, *, expect: str, declared: str | None = None, where: str = ""
 ) -> MediaInput:
     """The item `raw` is, checked: a format taken, the kind the field expects, within the size
-    limits, and an image's header readable, its size bounded and its file complete. A
+    limits, a WAV whole, and an image's header readable, its size bounded and its file complete. A
     declared type is trusted only as far as its kind: a mislabelled PNG is still a PNG, but
     audio declared for an image's bytes is refused."""
     if expect not in _NOUNS:
@@ -129,6 +131,10 @@ def check_media(
     if len(raw) > limit:
         raise _refuse(dialect, where, _too_large(fmt.kind, len(raw), limit))
     if fmt.kind == "audio":
+        try:
+            check_sound(raw, fmt)
+        except MediaFormatError as exc:
+            raise _refuse(dialect, where, str(exc)) from None
         return MediaInput("audio", raw, fmt.mime)
     width, height = _checked_image(raw, fmt, dialect, where)
     return MediaInput("image", raw, fmt.mime, width, height)

@@ -19,6 +19,7 @@ import ollama
 import openai
 import pytest
 
+from tests.support.media_bytes import wav_bytes
 from tests.support.projector_gguf import media_tokens_per_image, png_bytes, write_projector
 from tests.support.servers import RunningServer
 
@@ -240,9 +241,10 @@ def test_bad_media_is_a_400_in_each_dialects_shape(seeing: RunningServer) -> Non
         timeout=30,
     )
     assert too_many.status_code == 400
-    sound = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(28)).decode()
-    audio = gpt(seeing).chat.completions.with_raw_response.create  # the bad one
-    with pytest.raises(openai.BadRequestError):
+    # A whole WAV, refused because this projector only sees (not for its bytes).
+    sound = base64.b64encode(wav_bytes()).decode()
+    audio = gpt(seeing).chat.completions.with_raw_response.create
+    with pytest.raises(openai.BadRequestError, match=r"audio input is not supported.*vision only"):
         audio(
             model="any",
             max_tokens=1,
