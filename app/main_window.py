@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QShowEvent
+from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QSslCertificate, QSslError
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -103,6 +104,7 @@ class MainWindow(QMainWindow):
         self.live = LivePoller(self)  # the admin-only view of requests, with the server's token
         self._ready = False
         self._base_url = ""
+        self._certificates: list[QSslCertificate] = []  # the server's HTTPS chain, leaf first
         self._mirror_duplicated_fields()
         self._fill_presets_menu()
         self._connect_signals()
@@ -137,6 +139,9 @@ class MainWindow(QMainWindow):
         self.live.updated.connect(self._on_live)
         self.run_view.abort_requested.connect(self.live.abort)
         self.live.abort_answered.connect(self._on_abort_answered)
+        for poller in (self.poller, self.live):  # under HTTPS: _trust_own_certificate
+            for network in poller.findChildren(QNetworkAccessManager):
+                network.sslErrors.connect(self._trust_own_certificate)
         self.device_probe.found.connect(self.quick.gpu.set_devices)
         self.device_probe.failed.connect(self.quick.gpu.show_probe_failure)
         # The user's own changes only (not a file's loading, which sets the estimate itself).
@@ -172,6 +177,7 @@ class MainWindow(QMainWindow):
         for form in self._forms():
             values.update(form.read())
         settings, problems = settings_store.validate_form(self.settings, values)
+        problems.update(self.network.problems())
         if problems:
             for key, message in problems.items():
                 for form in self._forms():
@@ -287,7 +293,10 @@ class MainWindow(QMainWindow):
             return False
         program, arguments = server_command(launch_file)
         self._ready = False
-        self._base_url = f"http://{url_host(settings.listen_host)}:{settings.port_param}"
+        tls = settings.tls_files()  # a whole pair or none: read_settings refused half
+        self._certificates = QSslCertificate.fromPath(tls[0]) if tls else []
+        scheme = "http" if tls is None else "https"
+        self._base_url = f"{scheme}://{url_host(settings.listen_host)}:{settings.port_param}"
         self.run_view.log.clear()
         self.run_view.show_state("Starting…")
         self.run_view.set_running(True)
@@ -313,6 +322,11 @@ class MainWindow(QMainWindow):
     def _launch_once_after_exit(self, _code: int, _reason: str) -> None:
         self.server.exited.disconnect(self._launch_once_after_exit)
         self.launch()
+
+    def _trust_own_certificate(self, reply: QNetworkReply, _errors: list[QSslError]) -> None:
+        """The pollers trust the server's own certificate, whatever address or authority."""
+        if reply.sslConfiguration().peerCertificate() in self._certificates[:1]:
+            reply.ignoreSslErrors()
 
     def open_chat(self) -> None:
         QDesktopServices.openUrl(QUrl(self._base_url + "/"))

@@ -1,7 +1,8 @@
-"""The running view: live log, live queue and prompt cache (from /api/extra/perf), the requests
-open now with an Abort button each and a live tokens/s plot (from the admin-only
-/api/admin/requests), and the Stop / Restart / Open Chat buttons. It shows what it is told:
-it owns no process and asks the server nothing (app.pollers does, for the main window)."""
+"""The running view: live log, live queue (and its line by owner) and prompt cache (from
+/api/extra/perf), the requests open now with an Abort button each and a live tokens/s plot (from
+the admin-only /api/admin/requests), and the Stop / Restart / Open Chat buttons. It shows what
+it is told: it owns no process and asks the server nothing (app.pollers does, for the main
+window)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from app.queue_table import QueueTable, beside
 
 LOG_MAX_LINES = 5000
 LOG_FLUSH_MS = 50
@@ -113,8 +116,15 @@ class ThroughputPlot(QWidget):
             previous = current
 
 
+def _who(row: dict[str, Any]) -> str:
+    """Who sent a request: the name of the API key it used (never the key, which the server
+    does not send) before the client's address, or the address alone on a server without keys."""
+    client, key = str(row.get("client", "")), str(row.get("key", ""))
+    return f"{key} ({client})" if key else client
+
+
 class RequestTable(QTableWidget):
-    """The requests open now, one row each: id, client, dialect, state, prompt progress,
+    """The requests open now, one row each: id, who sent it, dialect, state, prompt progress,
     tokens so far, speed, and an Abort button that asks for that request alone to end."""
 
     abort_requested = Signal(str)  # request id
@@ -141,7 +151,7 @@ class RequestTable(QTableWidget):
             request_id = self.ids[index]
             cells = (
                 request_id,
-                str(row.get("client", "")),
+                _who(row),
                 str(row.get("dialect", "")),
                 str(row.get("state", "")),
                 None,
@@ -250,6 +260,7 @@ class RunView(QWidget):
         self.requests = RequestTable()
         self.requests.setMaximumHeight(150)
         self.requests.abort_requested.connect(self.abort_requested)
+        self.queue = QueueTable()
         self.log = LogView()
         self.stop_button = QPushButton("Stop")
         self.restart_button = QPushButton("Restart")
@@ -272,7 +283,7 @@ class RunView(QWidget):
         layout.addWidget(self.model)  # full width, as model names and their list are long
         layout.addWidget(self.placement)  # full width: the reason can be a sentence
         layout.addWidget(self.prompt_cache)
-        layout.addWidget(self.requests)
+        layout.addLayout(beside(self.requests, self.queue))
         layout.addLayout(buttons)
         layout.addWidget(self.log, 1)
         self._was_generating = False
@@ -283,6 +294,7 @@ class RunView(QWidget):
         self.open_chat_button.setEnabled(running)
         if not running:
             self.requests.show_rows([])
+            self.queue.show_line([])
             self.live_speed.setText("-")
             self._was_generating = False
 
@@ -317,6 +329,7 @@ class RunView(QWidget):
         else:
             self.state.setText("Idle")
         self.waiting.setText(str(waiting))
+        self.queue.show_line(perf.get("queue_line"))
         self.model.setText(f"Model: {model_text(perf)}")
         self.placement.setText(f"Runs on: {perf.get('placement', '-')}")
         self.prompt_cache.setText(f"Prompt cache: {prompt_cache_text(perf)}")

@@ -38,7 +38,7 @@ HEARTH_VALUE_FLAGS = {
     "--parallel": "--parallelrequests",
     "--n-predict": "--defaultgenamt",
     "--batch-size": "--batchsize",
-    "--api-key": "--password",
+    "--api-key": "--api-key",  # the same flag (server/dialects/api_keys.py)
     "--chat-template": "--chat-template",
     "--chat-template-file": "--chat-template-file",
     "--chat-template-kwargs": "--chat-template-kwargs",
@@ -51,6 +51,7 @@ HEARTH_VALUE_FLAGS = {
     "-ctk": "--cache-type-k",
     "-ctv": "--cache-type-v",
     "--spec-type": "--spec-type",
+    "--cors-origins": "--cors-origins",  # the same flag (server/dialects/cors.py)
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics", "--verbose": "--verbose"}

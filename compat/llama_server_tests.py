@@ -57,6 +57,7 @@ TEST_FILES = (
 SPAWNED_TEST_FILES = (
     "unit/test_template.py",
     "unit/test_tool_call.py",
+    "unit/test_security.py",  # keys and CORS (docs/SECURITY.md)
 )
 SHIM = Path(__file__).resolve().parent / "llama_server_shim.py"
 OFFLINE_PLUGIN = Path(__file__).resolve().parent / "offline_media.py"

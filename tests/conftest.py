@@ -8,6 +8,7 @@ another fixture) is marked `model`, so `pytest -m "not model"` (`make test-fast`
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,13 @@ def start_hearth() -> Iterator[Callable[..., RunningServer]]:
     started: list[RunningServer] = []
 
     def start(
-        args: Sequence[str] = (), *, env: dict[str, str] | None = None, stdin: int | None = None
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        stdin: int | None = None,
+        trust: ssl.SSLContext | None = None,
     ) -> RunningServer:
-        server = start_subprocess(args, env=env, stdin=stdin)
+        server = start_subprocess(args, env=env, stdin=stdin, trust=trust)
         started.append(server)
         return server
 

@@ -96,7 +96,7 @@ HOST = Text(
     "host",
     "Host:",
     placeholder="127.0.0.1 (this computer only)",
-    more="0.0.0.0: every network this computer is on (set a password then).",
+    more="0.0.0.0: every network this computer is on (set a password or API keys then).",
 )
 PORT = Number("port_param", "Port:", more="Every API is served on it (default {default}).")
 MULTIUSER = Number(
@@ -117,6 +117,30 @@ PASSWORD = Text(
     placeholder="none: anyone who can reach the port may use it",
     secret=True,
     more="Sent as 'Authorization: Bearer …' (or Anthropic's x-api-key).",
+)
+SSL_CERT = File(
+    "ssl_cert_file",
+    "SSL Cert:",
+    placeholder="none: plain HTTP",
+    title="Choose the TLS certificate (PEM)",
+    file_filter="PEM files (*.pem *.crt *.key);;All files (*)",
+    tooltip_text="Serve HTTPS with this certificate and the SSL Key (KoboldCpp's --ssl).",
+)
+SSL_KEY = File(
+    "ssl_key_file",
+    "SSL Key:",
+    placeholder="none: plain HTTP",
+    title="Choose the TLS private key (PEM)",
+    file_filter="PEM files (*.pem *.crt *.key);;All files (*)",
+    tooltip_text="The SSL Cert's private key, unencrypted PEM. Never shown or logged.",
+)
+API_KEYS = Text("api_key", "API Keys:", placeholder="none, or key1,key2", secret=True)
+API_KEY_FILE = File(
+    "api_key_file",
+    "API Key File:",
+    placeholder="none",
+    title="Choose a file of API keys",
+    file_filter="Text files (*.txt *.keys);;All files (*)",
 )
 METRICS = Check(
     "metrics",

@@ -11,6 +11,7 @@ fields (app.tabs.gpu_fields).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import (
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QTabWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -35,9 +37,10 @@ from app.tabs.fields import ERROR_STYLE, INFO_STYLE
 from app.tabs.form import SettingsForm
 from app.tabs.gpu_fields import GpuFields, setting_file
 from app.tabs.rope_fields import RopeFields
+from server.base.netcheck import is_loopback
 from server.devices.backends import gpu_backends as find_gpu_backends
 from server.models.files import bundled_model_file
-from server.settings.config import HearthSettings
+from server.settings.config import LOOPBACK_HOST, HearthSettings
 
 
 class QuickLaunchTab(SettingsForm):
@@ -151,17 +154,87 @@ class QuickLaunchTab(SettingsForm):
         self._model_changed()
 
 
+EXPOSED_WARNING = (
+    "Anyone on the network can use this server: generate text and embeddings with every API, "
+    "read the loaded model's name and settings, download models from Hugging Face onto this "
+    "disk and delete them, and switch models when model switching (Admin tab) is on without "
+    "an admin password. Set a Password, API Keys or an API Key File to stop that."
+)
+
+
 class NetworkTab(SettingsForm):
+    """KoboldCpp's Network tab, with llama-server's API keys. A warning under Host says what
+    anyone on the network can do while the host is not loopback and no key is set. The SSL
+    Cert and Key are saved as KoboldCpp's `ssl` pair ([cert, key] or null), whichever
+    spelling they were loaded from; half a pair (kept in llama-server's keys) or a file that
+    is not there stops a launch with a message beside the field (`problems`)."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.host = self.add(table.HOST)
+        self.exposed_warning = QLabel(EXPOSED_WARNING)
+        self.exposed_warning.setWordWrap(True)
+        self.exposed_warning.setStyleSheet(ERROR_STYLE)
+        self.host = self.add(table.HOST, row=self._host_row)
         self.port = self.add(table.PORT)
         self.multiuser = self.add(table.MULTIUSER)
         self.parallel = self.add(table.PARALLEL_REQUESTS)
+        self.ssl_cert = self.add(table.SSL_CERT)
+        self.ssl_key = self.add(table.SSL_KEY)
+        self._errors["ssl"] = self._errors["ssl_cert_file"]  # KoboldCpp's pair: by its first
         self.password = self.add(table.PASSWORD)
+        self.api_keys = self.add(table.API_KEYS)
+        self.api_key_file = self.add(table.API_KEY_FILE)
         self.quiet = self.add(table.QUIET)
         self.metrics = self.add(table.METRICS)
         self.rpc = self.add(table.RPC)
+        for field in (self.host, self.password, self.api_keys, self.api_key_file):
+            field.textChanged.connect(self._guard_changed)
+        self._guard_changed()
+
+    def _host_row(self, edit: QLineEdit) -> QWidget:
+        row = QWidget()
+        layout = QVBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(edit)
+        layout.addWidget(self.exposed_warning)
+        return row
+
+    def _guard_changed(self) -> None:
+        """The warning follows the host and the keys as they are typed."""
+        host = self.host.text().strip() or LOOPBACK_HOST
+        keys = (self.password.text(), self.api_keys.text(), self.api_key_file.text())
+        self.exposed_warning.setVisible(not is_loopback(host) and not any(k.strip() for k in keys))
+
+    def load(self, settings: HearthSettings) -> None:
+        super().load(settings)
+        if settings.ssl:  # KoboldCpp's pair, which wins over llama-server's two keys
+            cert, key = [*settings.ssl, "", ""][:2]
+            self.ssl_cert.setText(cert)
+            self.ssl_key.setText(key)
+
+    def read(self) -> dict[str, Any]:
+        values = super().read()
+        cert, key = values["ssl_cert_file"], values["ssl_key_file"]
+        whole = cert is not None and key is not None
+        values.update(
+            ssl=[cert, key] if whole else None,
+            ssl_cert_file=None if whole else cert,
+            ssl_key_file=None if whole else key,
+        )
+        return values
+
+    def problems(self) -> dict[str, str]:
+        """What stops a launch here before the server would refuse it: half a TLS pair, or a
+        TLS file that is not there (by settings key)."""
+        cert, key = self.ssl_cert.text().strip(), self.ssl_key.text().strip()
+        if bool(cert) != bool(key):
+            missing = "ssl_key_file" if cert else "ssl_cert_file"
+            return {missing: "HTTPS needs both the SSL Cert and its SSL Key."}
+        return {
+            setting: "No such file."
+            for setting, path in (("ssl_cert_file", cert), ("ssl_key_file", key))
+            if path and not Path(path).expanduser().is_file()
+        }
 
 
 class ContextTab(SettingsForm):

@@ -95,6 +95,9 @@ class Job:
     embeddings: EmbeddingsEvent | None = None  # what an embedding request produced
     outcome: GenerationOutcome | None = None
     submitted_at: float = field(default_factory=time.monotonic)  # admitted (time.monotonic)
+    # Its place in the fair order, (round, arrival number), given when admitted: the line is
+    # sorted by it (server/core/request_queue.py).
+    turn: tuple[int, int] = (0, 0)
     started_at: float | None = None  # taken from the line by the worker; None while waiting
     progress: LiveProgress = field(default_factory=LiveProgress)  # written by the worker only
     # The prompt tokens the consumer was last told were read (-1: not told yet); worker only.

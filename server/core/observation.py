@@ -61,6 +61,7 @@ class LiveRequest:
     genkey: str
     client: str
     dialect: str
+    key_name: str  # the API key's name, never the key
     state: LiveState
     prompt_done: int
     prompt_total: int
@@ -170,6 +171,7 @@ def _live_row(job: Job) -> LiveRequest:
         request.genkey,
         request.client,
         request.dialect,
+        request.key_name,
         state,
         progress.prompt_done,
         progress.prompt_total,

@@ -1,4 +1,4 @@
-"""KoboldCpp's request queue, done better: strict arrival order, and every place freed at once.
+"""KoboldCpp's request queue, done better: a fair order, and every place freed at once.
 
 One worker thread owns the engine. With `--parallelrequests N` (an engine with N slots) it runs
 up to N plain requests together, one engine `step()` at a time, admitting newcomers as slots
@@ -11,14 +11,16 @@ Each job (server/core/job.py) carries an inbox the worker appends to and an `asy
 sets through `loop.call_soon_threadsafe`, the only crossing point between the two worlds.
 
 `Scheduler` is the front the dialects and the process use; the work is done by its parts:
-- server/core/request_queue.py: the line and its rules (places, order, aborts, genkeys);
+- server/core/request_queue.py: the line and its rules (places, fair order, aborts, genkeys);
 - server/core/worker.py: the generation thread (one job at a time, or batched);
 - server/core/model_lifecycle.py: the models behind it (switching, keep_alive, unloading),
   always an `EnginePool` (a pool of one around a single engine);
 - server/core/observation.py: the readings (perf's snapshot, /metrics, the live view).
 
 Differences from KoboldCpp (koboldcpp-behaviour.md §2), on purpose:
-- waiters are served first come, first served (KoboldCpp's lock gives no order);
+- waiters are served in turn across owners (API keys, else client addresses), each owner's
+  first come, first served (KoboldCpp's lock gives no order); `--multiuserperkey` bounds
+  one owner's requests in flight within `--multiuser`;
 - an aborted or abandoned waiter leaves the queue immediately instead of at its turn;
 - several pending aborts can exist (KoboldCpp keeps a single `pendingabortkey`);
 - abort, /check, disconnects and perf see batched requests too (KoboldCpp's do not);
@@ -47,8 +49,11 @@ from server.core.observation import (
 )
 from server.core.request_queue import (
     AbortResult,
+    OwnerShare,
+    OwnerShareFullError,
     PerfCounters,
     QueueFullError,
+    QueueLine,
     RequestQueue,
     batchable,
     unbatchable_reason,
@@ -66,8 +71,11 @@ __all__ = [
     "LiveRequests",
     "LiveState",
     "MetricsReading",
+    "OwnerShare",
+    "OwnerShareFullError",
     "PerfCounters",
     "QueueFullError",
+    "QueueLine",
     "QueueSnapshot",
     "Scheduler",
     "batchable",
@@ -77,7 +85,7 @@ __all__ = [
 
 
 class Scheduler:
-    """Runs generations in arrival order (one at a time, or batched), with a bounded line."""
+    """Runs generations in a fair order (one at a time, or batched), with a bounded line."""
 
     def __init__(
         self,
@@ -86,12 +94,15 @@ class Scheduler:
         on_finished: FinishedCallback | None = None,
         max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
         default_seed: int = -1,
+        owner_share: int = 0,
     ) -> None:
+        """`multiuser`: KoboldCpp's --multiuser (requests in flight, the running ones
+        counted); `owner_share`: --multiuserperkey, the most one owner may have (0: any)."""
         # The one place a bare engine is told apart: from here on, the models are a pool.
         pool = engine if isinstance(engine, EnginePool) else EnginePool.of_one(engine)
         slots = pool.parallel_slots
         self._max_pending = max_pending_events
-        self._queue = RequestQueue(slots, waiting_places(multiuser, slots))
+        self._queue = RequestQueue(slots, waiting_places(multiuser, slots), owner_share)
         self._worker = Worker(self._queue, ModelLifecycle(pool), default_seed, on_finished)
         self._observer = Observer(self._queue, pool)
 
@@ -130,7 +141,8 @@ class Scheduler:
     # -- admission and consumption (event-loop thread) -------------------------------------
 
     def submit(self, request: GenerationRequest) -> Job:
-        """Admit a request or raise `QueueFullError`. Call from the event loop's thread."""
+        """Admit a request or raise `QueueFullError` (`OwnerShareFullError` when its owner's
+        share is full). Call from the event loop's thread."""
         job = Job(request=request, loop=asyncio.get_running_loop(), max_pending=self._max_pending)
         self._queue.admit(job)
         return job
@@ -236,6 +248,11 @@ class Scheduler:
 
     def slot_tokens(self) -> list[int]:
         return self._observer.slot_tokens()
+
+    def queue_line(self) -> QueueLine:
+        """The line by owner labels, for /api/extra/perf and the launcher's queue table."""
+        with self._queue.lock:
+            return self._queue.line_locked()
 
     def take_metrics(self) -> MetricsReading:
         """The totals for /metrics (the throughput window restarts with each reading)."""

@@ -130,9 +130,15 @@ class GenerationRequest:
     # client's address and the API dialect it spoke; empty for internal requests and tests.
     client: str = ""
     dialect: str = ""
+    # The name of the API key the client presented (server/dialects/api_keys.py), never
+    # the key: for the console's request line and the live view; "" without keys.
+    key_name: str = ""
     # Whose prompt this is, for --privatecache: the key the client presented, else its host
     # (a digest, never the key itself). Cached prompts are restored only for the same owner.
     cache_owner: str = ""
+    # Whose turn this is in the fair queue (server/core/request_queue.py): the same identity,
+    # a digest of the key presented, else of the client's host; "" for internal requests.
+    queue_owner: str = ""
     # llama-server's `cache_prompt: false`: the prompt is read from scratch, reusing no cached
     # prefix (so that the same request gives the same logits, whatever the cache holds).
     reuse_cache: bool = True

@@ -150,9 +150,9 @@ class Worker:
         return True
 
     def _take_turn(self, running: int) -> _Turn:
-        """Take from the line what may start now, in arrival order: plain requests into the
+        """Take from the line what may start now, in its (fair) order: plain requests into the
         free slots; a job that needs the engine alone (or another model) only once nothing
-        runs, and whoever arrived after it waits behind it."""
+        runs, and whoever comes after it in the line waits behind it."""
         queue, turn = self._queue, _Turn()
         with queue.lock:
             while queue.waiting and running + len(turn.joining) < queue.slots:

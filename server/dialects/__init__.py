@@ -15,7 +15,9 @@ events that come back into its answers and streams.
   `function_tools`, `limits`, `openapi`; what two dialects both speak: `llama_extensions`
   (llama-server's figures and native answer, also in its OpenAI answers) and
   `embedding_shapes` (OpenAI's embeddings, which KoboldCpp mirrors). Beside them: `metrics`
-  (/metrics), `admin_live` (the launcher's live view), `pages` (the chat page).
+  (/metrics), `admin_live` (the launcher's live view), `pages` (the chat page). Guarding a
+  shared server: `api_keys` (the key ring: --password, --api-key, --api-key-file, names),
+  `client_address` (who asked, through --trustedproxies), `rate_limit`, `cors`.
 
 May import: `server.core`, `server.models`, `server.devices`, `server.settings`, `server.base`,
 FastAPI, pydantic and sse-starlette. Never `server.process` or llama_cpp; a dialect package

@@ -34,6 +34,7 @@ class LiveRequestRow(TypedDict):
     genkey: str
     client: str  # host:port of the client
     dialect: str  # kobold, openai, anthropic or ollama (llama-server's routes are openai)
+    key: str  # the name of the API key it used, never the key ("" on a server without)
     state: str  # waiting, prompt or generating
     prompt_done: int  # prompt tokens read so far (a prefix reused from the cache counts)
     prompt_total: int
@@ -83,6 +84,7 @@ async def live_requests(scheduler: SchedulerDep) -> LiveRequestsAnswer:
             "genkey": row.genkey,
             "client": row.client,
             "dialect": row.dialect,
+            "key": row.key_name,
             "state": row.state.value,
             "prompt_done": row.prompt_done,
             "prompt_total": row.prompt_total,

@@ -9,12 +9,14 @@ import dataclasses
 from fastapi import Request
 
 from server.core.job import Job
-from server.core.scheduler import QueueFullError, Scheduler
+from server.core.scheduler import OwnerShareFullError, QueueFullError, Scheduler
 from server.core.types import GenerationRequest
+from server.dialects.api_keys import key_name
 from server.dialects.client_address import cache_owner, client_address
 from server.dialects.deps import ModelInfo
-from server.dialects.errors import APIError, Dialect, busy_error
+from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.model_choice import ModelChoice
+from server.dialects.rate_limit import admit as count_against_rate_limits
 
 
 async def named_model(
@@ -48,17 +50,37 @@ def submit(
         except ValueError as exc:
             raise APIError(400, f"Invalid grammar: {exc}", dialect=dialect) from None
     refuse_media_it_cannot_read(model, generation, dialect)
-    # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py)
-    # and the private prompt cache.
+    # Who asked and how, for the launcher's live view of requests (server/dialects/admin_live.py),
+    # the private prompt cache and the fair queue's turns (one identity for both).
+    owner = cache_owner()
     generation = dataclasses.replace(
-        generation, client=client_address(), dialect=dialect.value, cache_owner=cache_owner()
+        generation,
+        client=client_address(),
+        dialect=dialect.value,
+        key_name=key_name(),
+        cache_owner=owner,
+        queue_owner=owner,
     )
+    count_against_rate_limits(generation, dialect)  # --ratelimit, --keyratelimit: the 503
     try:
         job = scheduler.submit(generation)
+    except OwnerShareFullError as exc:
+        raise share_full_error(exc.share) from None
     except QueueFullError:
         raise busy_error() from None
     scheduler.count_admitted(dialect.value)
     return job
+
+
+def share_full_error(share: int) -> APIError:
+    """--multiuserperkey's refusal: the busy 503 in the same (KoboldCpp's) body, saying that
+    it is this key's or address's share of the queue that is full, not the whole queue."""
+    message = (
+        f"Your share of the queue is full: {share} requests in flight for this API key or "
+        "address (--multiuserperkey); please try again when one has finished."
+    )
+    body = {"detail": {"msg": message, "type": "service_unavailable"}}
+    return APIError(503, message, ErrorKind.SERVER, body=body)
 
 
 # The model's modality that reads each kind of media item.

@@ -1,4 +1,4 @@
-"""Typed dependencies: how a route reaches the scheduler, the settings and the password check.
+"""Typed dependencies: how a route reaches the scheduler, the settings and the key check.
 
 Everything lives on `app.state`, filled by `create_app`; there are no module globals.
 """
@@ -16,6 +16,7 @@ from server.core.chat import ChatTemplate
 from server.core.engine import SchemaChecker, Tokenizer
 from server.core.scheduler import Scheduler
 from server.devices.placement import CPU_ONLY, Placement
+from server.dialects.api_keys import KeyRing, record_key_name
 from server.dialects.errors import Dialect, unauthorized_error
 from server.settings.config import HearthSettings
 
@@ -49,13 +50,41 @@ def get_model_info(request: Request) -> ModelInfo:
     return info
 
 
-def has_valid_key(request: Request) -> bool:
-    """True when no password is set, or the request carries it.
+def get_key_ring(request: Request) -> KeyRing:
+    ring: KeyRing = request.app.state.key_ring
+    return ring
 
-    Accepted: `Authorization: Bearer PW` (KoboldCpp, OpenAI, Ollama clients) and Anthropic's
-    `x-api-key: PW`, which KoboldCpp ignores so Anthropic SDKs cannot authenticate there.
-    """
-    return carries_key(request, request.app.state.settings.password)
+
+def key_name_of(request: Request) -> str | None:
+    """The name of the API key the request carries ("" when the server needs none), or None
+    when it carries none of them.
+
+    Accepted: `Authorization: Bearer KEY` (KoboldCpp, OpenAI, Ollama clients) and Anthropic's
+    `x-api-key: KEY`, which KoboldCpp ignores so Anthropic SDKs cannot authenticate there."""
+    ring = get_key_ring(request)
+    if not ring.required:
+        return ""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        name = ring.match(token.strip())
+        if name is not None:
+            return name
+    api_key = request.headers.get("x-api-key", "").strip()
+    return ring.match(api_key) if api_key else None
+
+
+def has_valid_key(request: Request) -> bool:
+    """True when the server needs no key, or the request carries one of them."""
+    return key_name_of(request) is not None
+
+
+def has_admin_key(request: Request) -> bool:
+    """True when the request may use KoboldCpp's admin routes: it carries `--adminpassword`,
+    or without one, any API key (as KoboldCpp's admin routes fall back to `--password`)."""
+    settings: HearthSettings = request.app.state.settings
+    if settings.adminpassword:
+        return carries_key(request, settings.adminpassword)
+    return has_valid_key(request)
 
 
 def carries_key(request: Request, password: str | None) -> bool:
@@ -72,11 +101,22 @@ def carries_key(request: Request, password: str | None) -> bool:
 
 
 def key_required(dialect: Dialect) -> Any:
-    """A route dependency refusing requests without the password, in `dialect`'s error shape."""
+    """A route dependency refusing requests without one of the API keys, in `dialect`'s error
+    shape, and recording the name of the key a request used (`api_keys.key_name()`).
 
-    def require_key(request: Request) -> None:
-        if not has_valid_key(request):
+    Async on purpose: FastAPI runs a plain function in a worker thread, whose context (and so
+    the recorded name) the endpoint would never see."""
+
+    async def require_key(request: Request) -> None:
+        ring = get_key_ring(request)
+        name = key_name_of(request)
+        if name is None:
+            given = request.headers.get("authorization") or request.headers.get("x-api-key")
+            ring.refused["wrong" if given else "missing"] += 1
             raise unauthorized_error(dialect)
+        if ring.required:
+            ring.accepted[name] += 1
+        record_key_name(name)
 
     return Depends(require_key)
 
@@ -84,3 +124,4 @@ def key_required(dialect: Dialect) -> Any:
 SchedulerDep = Annotated[Scheduler, Depends(get_scheduler)]
 SettingsDep = Annotated[HearthSettings, Depends(get_settings)]
 ModelInfoDep = Annotated[ModelInfo, Depends(get_model_info)]
+KeyRingDep = Annotated[KeyRing, Depends(get_key_ring)]

@@ -18,7 +18,8 @@ meaning, except:
   up to its first token).
 
 Hearth's own, with the `hearth_` prefix: busy (503) responses, aborts, disconnects,
-admitted requests per dialect, the queue wait as a histogram, and, when the engine keeps
+admitted requests per dialect, the queue wait as a histogram, requests by API key (by its
+name, never the key) and refused for a missing or wrong key, and, when the engine keeps
 processed prompts, the prompt cache (states saved, restored, the tokens restores saved,
 evictions; the states and bytes held now and the bound).
 """
@@ -41,6 +42,7 @@ from prometheus_client.registry import Collector
 from server.core.counters import DecodeCounts
 from server.core.prompt_cache import PromptCacheStats
 from server.core.scheduler import MetricsReading, Scheduler
+from server.dialects.api_keys import KeyRing
 from server.dialects.deps import key_required
 from server.dialects.errors import APIError, Dialect, ErrorKind
 
@@ -72,10 +74,44 @@ class SchedulerCollector(Collector):
             yield from _prompt_cache_metrics(reading.prompt_cache)
 
 
-def metrics_registry(scheduler: Scheduler) -> CollectorRegistry:
-    """A registry of the app's own serving `scheduler`'s metrics."""
+class KeyRingCollector(Collector):
+    """Requests by API key, labelled with each key's name (never the key), and the requests
+    refused for a missing or wrong key; nothing when the server needs no key."""
+
+    def __init__(self, ring: KeyRing) -> None:
+        self._ring = ring
+
+    def collect(self) -> Iterator[Metric]:
+        ring = self._ring
+        if not ring.required:
+            return
+        let_in = CounterMetricFamily(
+            "hearth_key_requests_total",
+            "Requests let in by each API key, by the key's name",
+            labels=["key"],
+        )
+        # Every name in use now (0 until used), and those a reload removed, with their counts.
+        counts = {name: 0 for name in ring.names()} | dict(ring.accepted)
+        for name, count in sorted(counts.items()):
+            let_in.add_metric([name], count)
+        yield let_in
+        refused = CounterMetricFamily(
+            "hearth_key_refusals_total",
+            "Requests refused because they carried no API key (missing) or none of the keys "
+            "(wrong)",
+            labels=["reason"],
+        )
+        for reason in ("missing", "wrong"):
+            refused.add_metric([reason], ring.refused[reason])
+        yield refused
+
+
+def metrics_registry(scheduler: Scheduler, ring: KeyRing | None = None) -> CollectorRegistry:
+    """A registry of the app's own serving `scheduler`'s metrics, and its API keys'."""
     registry = CollectorRegistry(auto_describe=False)  # never scrape at registration
     registry.register(SchedulerCollector(scheduler))
+    if ring is not None:
+        registry.register(KeyRingCollector(ring))
     return registry
 
 
@@ -163,7 +199,7 @@ def _hearth_metrics(reading: MetricsReading) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "hearth_busy_responses_total",
         "Requests refused with HTTP 503 because every queue place was taken "
-        "(--multiuser) or the server was shutting down",
+        "(--multiuser), a key's share was (--multiuserperkey) or the server was shutting down",
         value=counters.busy_responses,
     )
     yield CounterMetricFamily(

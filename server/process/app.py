@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import __version__
@@ -18,6 +17,9 @@ from server.core.job import DEFAULT_MAX_PENDING_EVENTS
 from server.core.scheduler import Scheduler
 from server.dialects import admin_live
 from server.dialects.anthropic.routes import router as anthropic_router
+from server.dialects.api_keys import KeyRing
+from server.dialects.client_address import trusted_networks
+from server.dialects.cors import CORSOriginsMiddleware
 from server.dialects.deps import ModelInfo
 from server.dialects.errors import (
     APIError,
@@ -43,6 +45,12 @@ from server.dialects.openai.routes import llama_server_router as openai_llama_se
 from server.dialects.openai.routes import router as openai_router
 from server.dialects.openapi import document_request_models
 from server.dialects.pages import router as pages_router
+from server.dialects.rate_limit import (
+    RateLimitedError,
+    RateLimitMiddleware,
+    RateLimits,
+    rate_limited_handler,
+)
 from server.dialects.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
 from server.dialects.resumable import router as resumable_router
 from server.dialects.streaming import ClientDisconnectedError, client_gone_handler
@@ -61,6 +69,7 @@ def create_app(
     max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
     model_choice: ModelChoice | None = None,
     resumable_stream_bytes: int = DEFAULT_STREAM_BYTES,
+    key_ring: KeyRing | None = None,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
@@ -68,7 +77,8 @@ def create_app(
     before the server starts listening and tests can pass a scripted engine instead.
     `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment;
     `max_pending_events` how many unread events a stream may have before it is dropped;
-    `resumable_stream_bytes` how many bytes of events one resumable stream may retain.
+    `resumable_stream_bytes` how many bytes of events one resumable stream may retain;
+    `key_ring` the API keys already read from the settings (None: read them here).
     """
     log = request_log or RequestLog(quiet=settings.quiet)
     scheduler = Scheduler(
@@ -77,6 +87,7 @@ def create_app(
         on_finished=log.finished,
         max_pending_events=max_pending_events,
         default_seed=settings.seed,
+        owner_share=settings.multiuserperkey,
     )
 
     @asynccontextmanager
@@ -91,6 +102,8 @@ def create_app(
     app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.scheduler = scheduler
+    # The API keys (read here unless given: KeyFileError when --api-key-file is unusable).
+    app.state.key_ring = KeyRing.from_settings(settings) if key_ring is None else key_ring
     if model_choice is not None:  # the engine is a pool: its models come and go
         app.state.model_info = model_choice.served_info(engine.placement)
     else:
@@ -126,8 +139,13 @@ def _add_request_state(app: FastAPI, settings: HearthSettings, scheduler: Schedu
     app.state.pull_locks = PullLocks()
     app.state.request_numbers = itertools.count(1)
     # /metrics (--metrics): a registry of this app's own; None answers its 404.
-    app.state.metrics_registry = metrics_registry(scheduler) if settings.metrics else None
+    app.state.metrics_registry = (
+        metrics_registry(scheduler, app.state.key_ring) if settings.metrics else None
+    )
     app.state.started_at_unix = time.time()
+    # Who a request is from behind a proxy, and how often it may generate (issue 29).
+    app.state.trusted_proxies = trusted_networks(settings.trustedproxies)
+    app.state.rate_limits = RateLimits.of(settings)
 
 
 def _add_routes_and_handlers(app: FastAPI) -> None:
@@ -135,14 +153,12 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, request_validation_handler)
     app.add_exception_handler(ClientDisconnectedError, client_gone_handler)
-    # Browsers may call the API straight from a page (hosted APIs often refuse this).
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=["*"],
-        allow_methods=["*"],
-        allow_headers=["*"],
-        max_age=600,
-    )
+    app.add_exception_handler(RateLimitedError, rate_limited_handler)  # with Retry-After
+    app.add_middleware(RateLimitMiddleware)
+    # Browsers may call the API straight from a page (hosted APIs often refuse this), from
+    # the pages --cors-origins names (server/dialects/cors.py).
+    origins = app.state.settings.cors_origin_list()
+    app.add_middleware(CORSOriginsMiddleware, origins=origins)
     routers = (
         kobold_router,
         admin_router,

@@ -8,9 +8,10 @@ import logging
 from server.base.netcheck import url_host
 from server.core.chat import ChatTemplate
 from server.core.job import Job
-from server.core.types import FinishReason, GenerationOutcome
+from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 from server.devices.backends import GPU_BUILD_HINT
 from server.devices.placement import CPU_ONLY, Placement
+from server.process.tls import given_tls_files, url_scheme
 from server.settings.config import HearthSettings
 from server.settings.key_fates import not_applied, not_applied_lines
 
@@ -58,8 +59,13 @@ def announce_not_applied(settings: HearthSettings, source: str | None = None) ->
         logger.info("%s", line)
 
 
+def base_url(settings: HearthSettings) -> str:
+    """Where a client on this machine reaches the server: https:// when it serves TLS."""
+    return f"{url_scheme(settings)}://{url_host(settings.listen_host)}:{settings.port_param}"
+
+
 def api_addresses(settings: HearthSettings) -> list[tuple[str, str]]:
-    base = f"http://{url_host(settings.listen_host)}:{settings.port_param}"
+    base = base_url(settings)
     return [
         ("KoboldAI API", f"{base}/api/"),
         ("KoboldAI stream", f"{base}/api/extra/generate/stream"),
@@ -80,6 +86,9 @@ def announce_start(
     logger.info("Hearth is serving %s", model_name)
     for label, url in api_addresses(settings):
         logger.info("  %-16s %s", label + ":", url)
+    tls = given_tls_files(settings)
+    if tls is not None:  # the key's path only, never its contents
+        logger.info("HTTPS: certificate %s, private key %s.", *tls)
     announce_backend(settings, placement, gpu_backends)
     if settings.parallelrequests > 1:
         logger.info(
@@ -101,12 +110,36 @@ def announce_start(
             "turn format for its architecture.",
             ", so --jinja has nothing to use" if settings.jinja else "",
         )
-    if settings.exposed_without_password:
-        logger.warning(
-            "WARNING: listening on %s without --password: anyone who can reach this machine "
-            "can use the model.",
-            settings.listen_host,
-        )
+    for line in exposure_warning(settings):
+        logger.warning("%s", line)
+
+
+def exposure_warning(settings: HearthSettings) -> list[str]:
+    """The warning for a server other machines reach with no key asked (empty: none): what
+    anyone on the network can then do, and the flags that stop it."""
+    if not settings.exposed_without_password:
+        return []
+    powers = [
+        "generate text and embeddings with every API (KoboldAI, OpenAI, Anthropic, Ollama, "
+        "llama.cpp)",
+        "read the loaded model's name and settings",
+        "download models from Hugging Face onto this disk and delete them (/api/pull, /api/delete)",
+    ]
+    if settings.admin and not settings.adminpassword:
+        powers.append("switch models (--admin without --adminpassword)")
+    if settings.lora:
+        powers.append("change the LoRA scales for everyone")
+    if settings.slot_save_path:
+        powers.append("save and restore slots in --slot-save-path")
+    if settings.metrics:
+        powers.append("read /metrics")
+    listed = ", ".join(powers[:-1]) + " and " + powers[-1]
+    return [
+        f"WARNING: listening on {settings.listen_host} without --password, --api-key or "
+        f"--api-key-file: anyone who can reach this machine can {listed}.",
+        "Set a key with --password, --api-key or --api-key-file (the launcher's Network tab), "
+        "or serve this machine alone with --host 127.0.0.1.",
+    ]
 
 
 class RequestLog:
@@ -137,9 +170,10 @@ class RequestLog:
         cancelled = outcome.finish_reason is FinishReason.CANCELLED
         stop = "stop string" if outcome.stop_sequence is not None else outcome.finish_reason.value
         logger.info(
-            "[%s] prompt %d tokens (%d cached), generated %d tokens, first token %s, "
+            "[%s] %sprompt %d tokens (%d cached), generated %d tokens, first token %s, "
             "%.2fs, %.1f tokens/s, stop: %s%s",
             request.request_id,
+            _key_of(request),
             outcome.prompt_tokens,
             outcome.reused_prompt_tokens,
             outcome.completion_tokens,
@@ -161,8 +195,9 @@ class RequestLog:
         inputs = len(request.embed_inputs)
         decodes = job.embeddings.decodes if job.embeddings else 0
         logger.info(
-            "[%s] embedded %d input%s, %d tokens, in %d decode%s, %.2fs, stop: %s",
+            "[%s] %sembedded %d input%s, %d tokens, in %d decode%s, %.2fs, stop: %s",
             request.request_id,
+            _key_of(request),
             inputs,
             "" if inputs == 1 else "s",
             outcome.prompt_tokens,
@@ -176,6 +211,12 @@ class RequestLog:
         first = request.embed_inputs[0]
         if not self._quiet and isinstance(first, str):
             logger.info("[%s] input: %r", request.request_id, _preview(first))
+
+
+def _key_of(request: GenerationRequest) -> str:
+    """`key alice, ` for a request that used the API key named alice ("" without keys):
+    the name, never the key."""
+    return f"key {request.key_name}, " if request.key_name else ""
 
 
 def _preview(text: str) -> str:

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from server.core.scheduler import Scheduler
 from server.dialects.streaming import SHUTDOWN_GRACE_SECONDS
+from server.process.tls import TlsFiles
 
 # How long open requests get to finish after shutdown began: running ones stop within a token.
 DRAIN_SECONDS = 1.5
@@ -41,8 +42,15 @@ class HearthServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def http_server(app: FastAPI, host: str, port: int, log_level: str = "warning") -> HearthServer:
-    """The server for an app made by `create_app` (its scheduler is on `app.state`)."""
+def http_server(
+    app: FastAPI,
+    host: str,
+    port: int,
+    log_level: str = "warning",
+    tls: TlsFiles | None = None,
+) -> HearthServer:
+    """The server for an app made by `create_app` (its scheduler is on `app.state`); HTTPS with
+    `tls`, files server/process/tls.py has checked."""
     config = uvicorn.Config(
         app,
         host=host,
@@ -50,6 +58,12 @@ def http_server(app: FastAPI, host: str, port: int, log_level: str = "warning") 
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # uvicorn would believe X-Forwarded-For from any loopback peer by itself, so any
+        # process on this machine could name itself another client: only --trustedproxies
+        # decides (server/dialects/client_address.py).
+        proxy_headers=False,
+        ssl_certfile=None if tls is None else tls.certificate,
+        ssl_keyfile=None if tls is None else tls.key,
     )
     scheduler: Scheduler = app.state.scheduler
     return HearthServer(config, scheduler)

@@ -40,7 +40,13 @@ def run_supervised(arguments: Sequence[str], endpoints: Sequence[str]) -> int:
     # passes it on once (a server that got two would take the second as "stop now").
     own_group = 0 if os.name == "posix" else None
     child = subprocess.Popen(_server_command(arguments), env=environment, process_group=own_group)
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too where there is one: the server re-reads its --api-key-file on it.
+    passed_on = [
+        signal.SIGINT,
+        signal.SIGTERM,
+        *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []),
+    ]
+    for signum in passed_on:
         signal.signal(signum, lambda number, _frame: child.send_signal(number))
     code = child.wait()
     if code >= 0:

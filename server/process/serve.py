@@ -9,6 +9,7 @@ second of CPU to import, which `hearth rpc-worker`, `--help` and a mistyped opti
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from server.process.console import announce_not_applied, setup_console_logging
 from server.process.exit_codes import EXIT_USAGE
 from server.process.parent_watch import stop_when_launcher_leaves
 from server.process.rpc_supervisor import run_supervised, supervised
+from server.process.tls import TlsFileError, checked_tls_files
 from server.settings.cli import CommandLine, build_parser, parse_command_line
 from server.settings.kcpps import SettingsFileError
 
@@ -61,12 +63,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"hearth: {exc}\n")
             return EXIT_USAGE
         return run_supervised(arguments, endpoints)
-    from server.process.start import serve
-
     setup_console_logging()
     announce_not_applied(settings, _settings_file_name(arguments))
+    try:
+        tls = checked_tls_files(settings)  # before the web stack and the model load
+    except TlsFileError as exc:
+        logging.getLogger("hearth").error("hearth: %s", exc)
+        return EXIT_USAGE
+    from server.process.start import serve
+
     stop_when_launcher_leaves(_request_shutdown)
-    return serve(settings)
+    return serve(settings, tls)
 
 
 def _settings_file_name(arguments: list[str]) -> str | None:

@@ -16,6 +16,7 @@ from server.base.netcheck import port_in_use
 from server.core.engine import Embedder, Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.devices.backends import gpu_backends
+from server.dialects.api_keys import KeyFileError, KeyRing, reload_on_hangup
 from server.dialects.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
 from server.models.fetch import ModelFiles, downloaded_models, model_files_for
@@ -26,6 +27,7 @@ from server.process.console import announce_start
 from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
 from server.process.http_server import http_server
 from server.process.load_settings import TemplateSettingError, load_settings, template_choice
+from server.process.tls import TlsFiles
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")
@@ -39,8 +41,9 @@ class StartFailed(Exception):
         self.exit_code = exit_code
 
 
-def serve(settings: HearthSettings) -> int:
-    """Load the model, serve until interrupted, and close the model before returning."""
+def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
+    """Load the model, serve until interrupted, and close the model before returning. `tls`:
+    the HTTPS files the settings name, checked (server/process/tls.py)."""
     if port_in_use(settings.listen_host, settings.port_param):
         logger.error(
             "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
@@ -50,7 +53,12 @@ def serve(settings: HearthSettings) -> int:
         )
         return EXIT_USAGE
     try:
+        key_ring = KeyRing.from_settings(settings)  # before the model: a bad key file stops
+        reload_on_hangup(key_ring)  # SIGHUP re-reads it, and no longer ends the process
         engine, choice = load_models(settings)
+    except KeyFileError as exc:
+        logger.error("hearth: --api-key-file %s", exc)
+        return EXIT_USAGE
     except StartFailed as exc:
         logger.error("hearth: %s", exc)
         return exc.exit_code
@@ -62,7 +70,7 @@ def serve(settings: HearthSettings) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            app = create_app(settings, engine, model_choice=choice)
+            app = create_app(settings, engine, model_choice=choice, key_ring=key_ring)
             announce_start(
                 settings,
                 engine.model_name,
@@ -70,7 +78,7 @@ def serve(settings: HearthSettings) -> int:
                 engine.placement,
                 gpu_backends(),
             )
-            http_server(app, settings.listen_host, settings.port_param).run()
+            http_server(app, settings.listen_host, settings.port_param, tls=tls).run()
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()

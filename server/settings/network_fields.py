@@ -12,6 +12,7 @@ queue in server/core/request_queue.py.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -87,6 +88,19 @@ class NetworkFields(BaseModel):
         if isinstance(value, list):
             words = [str(item).strip() for item in value if str(item).strip()]
             return words or None
+        return value
+
+    @field_validator("trustedproxies")
+    @classmethod
+    def _networks(cls, value: list[str] | None) -> list[str] | None:
+        # Checked here so that a typo is a usage error at start, not a failure after loading.
+        for entry in value or ():
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"--trustedproxies {entry}: not an address or a network (CIDR)"
+                ) from None
         return value
 
     @field_validator("ssl_cert_file", "ssl_key_file", "api_key", "api_key_file", mode="before")

@@ -165,3 +165,11 @@ def test_live_rows_and_plot_while_streams_run_and_a_row_aborts_only_its_request(
 
     with qtbot.waitSignal(window.server.exited, timeout=20_000):
         view.stop_button.click()
+
+
+def test_a_row_names_the_key_before_the_address(qtbot: QtBot) -> None:
+    table = RequestTable()
+    qtbot.addWidget(table)
+    table.show_rows([row("kai-1", "waiting", key="alice"), row("kai-2", "waiting")])
+    assert table.item(0, 1).text() == "alice (127.0.0.1:50000)"
+    assert table.item(1, 1).text() == "127.0.0.1:50000"  # a server without keys

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ import uvicorn
 from server.core.engine import Engine
 from server.process.app import create_app
 from server.process.http_server import http_server
+from server.process.tls import TlsFiles
 from server.settings.config import HearthSettings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -46,6 +48,8 @@ class RunningServer:
     # In-process servers (serve_in_thread): the uvicorn server and the thread running it.
     http: uvicorn.Server | None = None
     thread: threading.Thread | None = None
+    # An HTTPS server's trust store (base_url is https://): what its clients verify it with.
+    trust: ssl.SSLContext | None = None
 
     def shut_down(self, timeout: float = 30.0) -> None:
         """Stop an in-process server as a signal would, and wait until it has stopped."""
@@ -55,7 +59,8 @@ class RunningServer:
         assert not self.thread.is_alive(), "the server did not stop"
 
     def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)  # type: ignore[arg-type]
+        verify = self.trust or True
+        return httpx.Client(base_url=self.base_url, timeout=60.0, verify=verify, **kwargs)  # type: ignore[arg-type]
 
     def wait_for_output(self, text: str, timeout: float = 10.0, after: int = 0) -> str:
         """Block until a printed line (from line `after` on) contains `text`; return it."""
@@ -79,13 +84,18 @@ def _pump_output(server: RunningServer) -> None:
             server.output_changed.notify_all()
 
 
-def wait_until_ready(base_url: str, process: subprocess.Popen[str] | None = None) -> None:
+def wait_until_ready(
+    base_url: str,
+    process: subprocess.Popen[str] | None = None,
+    trust: ssl.SSLContext | None = None,
+) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode} during startup")
         try:
-            if httpx.get(f"{base_url}/api/extra/version", timeout=1.0).status_code == 200:
+            version = httpx.get(f"{base_url}/api/extra/version", timeout=1.0, verify=trust or True)
+            if version.status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -94,11 +104,16 @@ def wait_until_ready(base_url: str, process: subprocess.Popen[str] | None = None
 
 
 def start_subprocess(
-    args: Sequence[str] = (), *, env: dict[str, str] | None = None, stdin: int | None = None
+    args: Sequence[str] = (),
+    *,
+    env: dict[str, str] | None = None,
+    stdin: int | None = None,
+    trust: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """`python -m server --skiplauncher` on a free port with extra flags, once it answers.
     `env` adds environment variables; `stdin=subprocess.PIPE` gives the server a stdin pipe
-    (as the launcher does), at `server.process.stdin`. Stop it with `stop_process`."""
+    (as the launcher does), at `server.process.stdin`; `trust`: the server serves HTTPS (its
+    flags name the files) with a certificate this context trusts. Stop it with `stop_process`."""
     port = free_port()
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     command = [
@@ -122,10 +137,11 @@ def start_subprocess(
         text=True,
         encoding="utf-8",
     )
-    server = RunningServer(f"http://127.0.0.1:{port}", process)
+    scheme = "http" if trust is None else "https"
+    server = RunningServer(f"{scheme}://127.0.0.1:{port}", process, trust=trust)
     threading.Thread(target=_pump_output, args=(server,), daemon=True).start()
     try:
-        wait_until_ready(server.base_url, process)
+        wait_until_ready(server.base_url, process, trust)
     except BaseException:
         stop_process(server)
         raise
@@ -159,18 +175,20 @@ def serve_in_thread(
     engine: Engine,
     settings: HearthSettings | None = None,
     keepalive_seconds: float = 5.0,
+    tls: TlsFiles | None = None,
     **app_options: Any,
 ) -> RunningServer:
     """create_app(settings, engine) under uvicorn in a daemon thread, on a free loopback port,
-    once it answers. Stop it with `RunningServer.shut_down`."""
+    once it answers (over HTTPS with `tls`). Stop it with `RunningServer.shut_down`."""
     port = free_port()
     app = create_app(
         settings or HearthSettings(), engine, keepalive_seconds=keepalive_seconds, **app_options
     )
-    server = http_server(app, "127.0.0.1", port)
+    server = http_server(app, "127.0.0.1", port, tls=tls)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    running = RunningServer(f"http://127.0.0.1:{port}", http=server, thread=thread)
+    scheme = "http" if tls is None else "https"
+    running = RunningServer(f"{scheme}://127.0.0.1:{port}", http=server, thread=thread)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     # uvicorn sets `started` once it listens (and the app's startup ran): a short poll of a
     # flag, where an HTTP poll would wait a whole step after the first refused connection.

@@ -5,8 +5,9 @@ the model in place, through the scheduler's queue like any request (so waiters k
 order), and answers once the model is loaded, or with the reason it could not be. Differences
 on purpose: with admin mode off or a wrong `--adminpassword` KoboldCpp answers 200 with `[]`
 or `{"success": false}`; Hearth answers 403 / 401 in KoboldCpp's error shape, and without an
-admin password it asks for `--password` (KoboldCpp asks for nothing). Only a `.kcpps` file's
-model is applied: the server's other settings need a restart (the answer says so).
+admin password it asks for one of the API keys (KoboldCpp asks for nothing). Only a `.kcpps`
+file's model is applied, and `--api-key-file` is re-read: the server's other settings need a
+restart (the answer says so).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from fastapi.responses import JSONResponse
 
 from server.core.types import FinishReason, GenerationRequest
 from server.dialects.admission import submit
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, carries_key
+from server.dialects.deps import (
+    KeyRingDep,
+    ModelInfoDep,
+    SchedulerDep,
+    SettingsDep,
+    has_admin_key,
+)
 from server.dialects.errors import (
     APIError,
     Dialect,
@@ -52,8 +59,8 @@ def _allowed(request: Request, settings: HearthSettings) -> ModelChoice:
         raise APIError(
             403, "Admin mode is off: start Hearth with --admin to switch models.", ErrorKind.SERVER
         )
-    # Without an admin password the server's own --password guards it (KoboldCpp: nothing).
-    if not carries_key(request, settings.adminpassword or settings.password):
+    # Without an admin password the server's API keys guard it (KoboldCpp: nothing).
+    if not has_admin_key(request):
         raise unauthorized_error(Dialect.KOBOLD)
     choice: ModelChoice = request.app.state.model_choice
     if not choice.switches_models:  # a scripted engine: nothing to switch
@@ -94,9 +101,15 @@ async def list_options(request: Request, settings: SettingsDep) -> list[str]:
 
 @router.post("/api/admin/reload_config", openapi_extra=json_body(KoboldReloadRequest))
 async def reload_config(
-    request: Request, settings: SettingsDep, scheduler: SchedulerDep, model: ModelInfoDep
+    request: Request,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    model: ModelInfoDep,
+    key_ring: KeyRingDep,
 ) -> JSONResponse:
     choice = _allowed(request, settings)
+    # KoboldCpp's reload restarts the server, which reads its keys again: so does this one.
+    key_ring.reload()
     body = await parse_json_body(request, KoboldReloadRequest, Dialect.KOBOLD)
     wanted = body.filename.strip()
     note = ""

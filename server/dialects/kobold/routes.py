@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request
+from typing_extensions import TypedDict
 
 from server import __version__
 from server.core.prompt_cache import PromptCacheStats
+from server.core.scheduler import QueueLine
 from server.dialects import common
 from server.dialects.deps import (
     ModelInfoDep,
@@ -50,6 +52,21 @@ KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour He
 router = APIRouter(tags=["KoboldAI"])
 KOBOLD = Dialect.KOBOLD
 RequireKey = key_required(KOBOLD)
+
+
+class KoboldQueueOwner(TypedDict):
+    """Hearth: one owner (an API key, else a client address) with requests in flight."""
+
+    owner: str  # a short label for this server's run; never the key or the address
+    waiting: int
+    running: int
+
+
+class KoboldPerfWithLine(KoboldPerf):
+    """/api/extra/perf with Hearth's fair queue: who waits, by owner label, never by key."""
+
+    queue_owners: list[KoboldQueueOwner]  # in the order of their next turn
+    queue_line: list[str]  # each waiting request's owner label, the next one served first
 
 
 def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) -> Generation:
@@ -97,8 +114,9 @@ def _kobold_bool(value: bool) -> KoboldBool:
 @router.get("/api/extra/perf")
 async def perf(
     request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
-) -> KoboldPerf:
+) -> KoboldPerfWithLine:
     snapshot = scheduler.snapshot()
+    line = scheduler.queue_line()
     resumable: ResumableStreams = request.app.state.resumable_streams
     outcome = snapshot.perf.last_outcome
     prompt_tokens = outcome.prompt_tokens if outcome else 0
@@ -138,7 +156,16 @@ async def perf(
         "uptime": round(now - snapshot.perf.started_at, 3),
         "idletime": round(now - snapshot.perf.last_request_at, 3),
         "quiet": settings.quiet,
+        "queue_owners": _queue_owners(line),
+        "queue_line": list(line.line),
     }
+
+
+def _queue_owners(line: QueueLine) -> list[KoboldQueueOwner]:
+    return [
+        {"owner": share.label, "waiting": share.waiting, "running": share.running}
+        for share in line.owners
+    ]
 
 
 def _prompt_cache(stats: PromptCacheStats | None) -> KoboldPromptCache | None:

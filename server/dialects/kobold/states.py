@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.core.types import SlotAction, SlotActionEvent, SlotActionKind
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, carries_key
+from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_admin_key
 from server.dialects.errors import APIError, Dialect, parse_json_body, unauthorized_error
 from server.dialects.openapi import json_body
 from server.dialects.slot_actions import run_slot_action
@@ -98,7 +98,7 @@ async def _act(
     kind: SlotActionKind,
     number: int,
 ) -> SlotActionEvent:
-    if not carries_key(request, settings.adminpassword or settings.password):
+    if not has_admin_key(request):  # --adminpassword, else any API key
         raise unauthorized_error(KOBOLD)
     action = SlotAction(kind, 0, memory_slot=number)
     try:
