@@ -100,7 +100,17 @@ class Embedder(Protocol):
 
 
 class EngineError(RuntimeError):
-    """A failure inside the engine that should end one request, not the server."""
+    """A failure inside the engine that should end one request, not the server;
+    `client_error` when the request was at fault (its outcome is `input_rejected`: a 400)."""
+
+    client_error: bool = False
+
+
+class MediaError(EngineError):
+    """A request's image or sound that llama.cpp cannot read (the edge's checks passed it):
+    the client's bytes are at fault, not the server."""
+
+    client_error = True
 
 
 class SlotActionError(EngineError):

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from server.core.engine import EngineError
 from server.core.job import Job
 from server.core.model_lifecycle import ModelLifecycle
 from server.core.request_queue import RequestQueue, batchable, unbatchable_reason
@@ -107,7 +108,7 @@ class Worker:
                 job.deliver(event)
         except Exception as exc:
             logger.exception("generation %s failed", request.request_id)
-            return GenerationOutcome(FinishReason.ERROR, seed=request.sampling.seed, error=str(exc))
+            return replace(_failure(exc), seed=request.sampling.seed)
         return GenerationOutcome(FinishReason.ERROR, error="engine ended without an outcome")
 
     # -- continuous batching -----------------------------------------------------------------
@@ -191,7 +192,7 @@ class Worker:
                 batch[pool.start_sequence(self._seeded(job.request), job.cancelled)] = job
             except Exception as exc:
                 logger.exception("could not start %s", job.request.request_id)
-                self.finish(job, GenerationOutcome(FinishReason.ERROR, error=str(exc)))
+                self.finish(job, _failure(exc))
 
     def _step(self, batch: Batch) -> None:
         """One decode for every running sequence, and its events to their jobs."""
@@ -254,6 +255,13 @@ class Worker:
                 self._on_finished(job)
             except Exception:
                 logger.exception("finished-request callback failed")
+
+
+def _failure(exc: Exception) -> GenerationOutcome:
+    """A request that failed to start or run; the client's fault (an unreadable image) when
+    the engine says so, which the dialects answer with a 400 rather than a 500."""
+    rejected = isinstance(exc, EngineError) and exc.client_error
+    return GenerationOutcome(FinishReason.ERROR, error=str(exc), input_rejected=rejected)
 
 
 def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:

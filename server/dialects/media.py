@@ -5,7 +5,8 @@ llama.cpp's multimodal library takes whatever bytes it is handed: its image deco
 pixels takes 2.3 GB), and bytes it cannot read as an image or a sound go on to ffprobe, as a
 video. So each item is read here first, without decoding a pixel: its format from its bytes,
 not from what the client calls it (clients often mislabel); an image's size from its header;
-an image's or a WAV's completeness from its structure (server/dialects/media_headers.py).
+an image's completeness from its structure (server/dialects/media_headers.py), a sound's
+frames or samples from its (sound_headers.py).
 Anything else is a 400 in the dialect's own shape, one line that names the item's place in
 the request.
 
@@ -29,11 +30,11 @@ from server.dialects.media_headers import (
     Format,
     MediaFormatError,
     check_complete,
-    check_sound,
     image_size,
     sniff,
     unsupported,
 )
+from server.dialects.sound_headers import check_sound
 
 MB = 1024 * 1024
 # KoboldCpp's cap on images per request.
@@ -112,9 +113,9 @@ def check_media(
     raw: bytes, dialect: Dialect, *, expect: str, declared: str | None = None, where: str = ""
 ) -> MediaInput:
     """The item `raw` is, checked: a format taken, the kind the field expects, within the size
-    limits, a WAV whole, and an image's header readable, its size bounded and its file complete. A
-    declared type is trusted only as far as its kind: a mislabelled PNG is still a PNG, but
-    audio declared for an image's bytes is refused."""
+    limits, a sound with samples to read, and an image's header readable, its size bounded and
+    its file complete. A declared type is trusted only as far as its kind: a mislabelled PNG is
+    still a PNG, but audio declared for an image's bytes is refused."""
     if expect not in _NOUNS:
         raise ValueError(f"expect must be 'image', 'audio' or 'any', not {expect!r}")
     fmt = sniff(raw)

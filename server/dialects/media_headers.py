@@ -4,7 +4,7 @@
 llama.cpp's multimodal helper tells audio from images; `unsupported` names the formats people
 send that llama.cpp cannot read (WebP, HEIC, …), so the client is told which; `image_size`
 reads an image's width and height from its header; `check_complete` walks its structure far
-enough to tell a truncated file, and `check_sound` a WAV's chunks to its samples. Every
+enough to tell a truncated file (a sound's walk is server/dialects/sound_headers.py). Every
 problem is a `MediaFormatError` whose message is one line for the client;
 server/dialects/media.py turns it into the dialect's 400.
 
@@ -25,11 +25,6 @@ from dataclasses import dataclass
 MAX_PNG_CHUNKS = 200_000
 # Markers before a JPEG's first scan: real files have tens (APPn, DQT, DHT, SOF, DRI, COM).
 MAX_JPEG_MARKERS = 10_000
-# Chunks before a WAV's samples: real files have a handful (fmt, fact, LIST, bext, cue).
-MAX_WAV_CHUNKS = 1_000
-# The data sizes a WAV writer that streams leaves when it cannot go back to fill in the length:
-# the samples run to the end of the file.
-_WAV_UNKNOWN_SIZES = frozenset({0, 0xFFFFFFFF})
 
 
 class MediaFormatError(ValueError):
@@ -104,12 +99,12 @@ def sniff(data: bytes) -> Format | None:
         return WAV
     if data.startswith(b"fLaC"):
         return FLAC
-    if data.startswith(b"ID3") or _is_mpeg_audio_frame(data):
+    if data.startswith(b"ID3") or is_mpeg_audio_frame(data):
         return MP3
     return None
 
 
-def _is_mpeg_audio_frame(data: bytes) -> bool:
+def is_mpeg_audio_frame(data: bytes) -> bool:
     """An MPEG audio frame header: 11 sync bits, then no reserved version, layer, bitrate or
     sample rate (which also tells AAC's ADTS header, layer 0, from MP3)."""
     if data[0] != 0xFF or data[1] & 0xE0 != 0xE0:
@@ -172,43 +167,6 @@ def check_complete(data: bytes, fmt: Format) -> None:
             raise _truncated(data, fmt, "without its trailer")
     elif fmt is BMP:
         _check_bmp(data)
-
-
-def check_sound(data: bytes, fmt: Format) -> None:
-    """Refuse a WAV cut short or without samples: llama.cpp's decoder reads what a cut one
-    holds, and fails on one without samples only when the request is already running."""
-    if fmt is WAV:
-        _check_wav(data)
-
-
-def _check_wav(data: bytes) -> None:
-    """RIFF chunks (id, little-endian size, data padded to an even length) from after the
-    WAVE form up to `data`, with a `fmt ` chunk before it; then all the bytes `data` says."""
-    chunk = struct.Struct("<4sI")
-    pos, size, has_format = 12, len(data), False
-    for _ in range(MAX_WAV_CHUNKS):
-        if pos + 8 > size:
-            raise _cut_sound(data, "without its data chunk")
-        kind, length = chunk.unpack_from(data, pos)
-        pos += 8
-        if kind == b"data":
-            break
-        has_format = has_format or kind == b"fmt "
-        pos += length + (length & 1)
-    else:
-        raise _unreadable(WAV, f"more than {MAX_WAV_CHUNKS} chunks before its samples")
-    if not has_format:
-        raise MediaFormatError("the WAV has no format (fmt) chunk before its samples")
-    if length in _WAV_UNKNOWN_SIZES:
-        length = size - pos
-    if length == 0:
-        raise MediaFormatError("the WAV has no samples")
-    if pos + length > size:
-        raise _cut_sound(data, f"whose data chunk says {length} bytes")
-
-
-def _cut_sound(data: bytes, how: str) -> MediaFormatError:
-    return MediaFormatError(f"audio is truncated ({len(data)} bytes of a WAV {how})")
 
 
 def _truncated(data: bytes, fmt: Format, how: str) -> MediaFormatError:

@@ -107,9 +107,12 @@ async def whole_answers(
 def _answer(
     plan: ChatPlan, outcome: GenerationOutcome, collected: TokenCollector, dialect: Dialect
 ) -> ChatAnswer:
-    """A whole answer read back; a failed generation is a real 500 in the dialect's shape."""
+    """A whole answer read back; a failed generation is a real 500 in the dialect's shape, or
+    a 400 when the engine refused the request's input (media llama.cpp cannot read)."""
     if outcome.server_stopping:
         raise busy_error()  # as a full queue: the client may retry (on another server)
+    if failed(outcome) and outcome.input_rejected:
+        raise APIError(400, failure_message(outcome), ErrorKind.BAD_INPUT, dialect)
     if failed(outcome):
         raise APIError(500, failure_message(outcome), ErrorKind.SERVER, dialect)
     return read_answer(plan, collected, outcome)

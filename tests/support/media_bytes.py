@@ -1,6 +1,6 @@
 """Real media files built byte by byte, each as small as its format allows: PNG (zlib), a
 baseline JPEG assembled marker by marker, GIF89a (LZW), BMP, WAV (the `wave` module), MP3
-frames (bare and after an ID3 tag), FLAC's signature, and the first bytes of formats Hearth
+frames (bare and after an ID3 tag), a FLAC of one frame, and the first bytes of formats Hearth
 refuses (WebP, HEIC, AVIF, TIFF, SVG, Ogg). llama.cpp's own decoder reads the images at the
 size their headers give (tests/server/dialects/test_media_checks.py checks it)."""
 
@@ -138,10 +138,27 @@ def mp3_bytes(*, id3: bool = False) -> bytes:
 
 
 def flac_bytes() -> bytes:
-    """The signature and a last-block STREAMINFO (44.1 kHz, mono, 16-bit)."""
-    rate_channels_bits = (44100 << 44 | 0 << 41 | 15 << 36).to_bytes(8, "big")
-    info = struct.pack(">HH", 4096, 4096) + bytes(6) + rate_channels_bits + bytes(16)  # MD5
-    return b"fLaC" + bytes([0x80, 0, 0, len(info)]) + info
+    """A last-block STREAMINFO (44.1 kHz, mono, 16-bit, 192 samples) and one frame of 192
+    samples of silence: a CONSTANT subframe of 0, with the header's CRC-8 and the frame's
+    CRC-16."""
+    rate_channels_bits = (44100 << 44 | 0 << 41 | 15 << 36 | 192).to_bytes(8, "big")
+    info = struct.pack(">HH", 192, 192) + bytes(6) + rate_channels_bits + bytes(16)  # MD5
+    # Sync and fixed blocking; 192 samples (code 1) at 44.1 kHz (code 9); mono, 16-bit
+    # (code 4); frame number 0.
+    header = b"\xff\xf8\x19\x08\x00"
+    frame = header + bytes([_crc(header, 8, 0x07)]) + b"\x00" + bytes(2)  # CONSTANT 0
+    frame += _crc(frame, 16, 0x8005).to_bytes(2, "big")
+    return b"fLaC" + bytes([0x80, 0, 0, len(info)]) + info + frame
+
+
+def _crc(data: bytes, width: int, poly: int) -> int:
+    """FLAC's CRC-8 or CRC-16: most significant bit first, starting at 0."""
+    top, mask, crc = 1 << (width - 1), (1 << width) - 1, 0
+    for byte in data:
+        crc ^= byte << (width - 8)
+        for _ in range(8):
+            crc = ((crc << 1) ^ poly if crc & top else crc << 1) & mask
+    return crc
 
 
 def webp_bytes() -> bytes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.core.engine import EngineError
+from server.core.engine import EngineError, MediaError
 from server.core.llama.draft_model import DraftModel
 from server.core.llama.media import MediaPrompt, Projector
 from server.core.llama.model import LoadedModel
@@ -48,7 +48,7 @@ class Companions:
         if not request.media:
             return (*loaded.fit(request), None)
         if self.projector is None:
-            raise EngineError(f"{request.media[0].kind} input is not supported: no --mmproj")
+            raise MediaError(f"{request.media[0].kind} input is not supported: no --mmproj")
         media = self.projector.read(request, loaded.add_bos)
         limit, max_tokens = loaded.budget(request)
         problem = _too_big(media, max_tokens, limit, self.batch_size)

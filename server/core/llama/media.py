@@ -33,7 +33,7 @@ import llama_cpp as llama
 import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
-from server.core.engine import EngineError
+from server.core.engine import EngineError, MediaError
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
 
 logger = logging.getLogger(__name__)
@@ -169,8 +169,9 @@ class Projector:
         return cls(handle, path, int(llama.llama_model_n_embd_inp(model)))
 
     def read(self, request: GenerationRequest, add_bos: bool) -> MediaPrompt:
-        """The request's prompt with its media as tokens; EngineError saying what is wrong
-        with an item (the edge checked the bytes; llama.cpp may still refuse them)."""
+        """The request's prompt with its media as tokens; MediaError (the client's fault, a
+        400) saying what is wrong with an item: the edge checked the bytes, but llama.cpp may
+        still refuse them."""
         _check_kinds(request.media, self.modalities, self.path.name)
         bitmaps = [self._bitmap(item, index) for index, item in enumerate(request.media)]
         chunks = mtmd.mtmd_input_chunks_init()
@@ -233,7 +234,7 @@ class Projector:
         )
         if not bitmap:
             reason = _last_error("llama.cpp could not read it")
-            raise EngineError(f"media item {index + 1} ({item.mime or item.kind}): {reason}")
+            raise MediaError(f"media item {index + 1} ({item.mime or item.kind}): {reason}")
         return bitmap
 
     def _tokenize(
@@ -241,7 +242,7 @@ class Projector:
     ) -> None:
         found = request.prompt.count(MEDIA_MARKER)
         if found != len(bitmaps):
-            raise EngineError(
+            raise MediaError(
                 f"the prompt places {found} media items but the request has {len(bitmaps)}"
             )
         text = mtmd.mtmd_input_text()
@@ -251,16 +252,14 @@ class Projector:
         array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
         status = mtmd.mtmd_tokenize(self._handle, chunks, ctypes.byref(text), array, len(bitmaps))
         if status != 0:
-            raise EngineError(_last_error(f"llama.cpp could not read the media (status {status})"))
+            raise MediaError(_last_error(f"llama.cpp could not read the media (status {status})"))
 
 
 def _check_kinds(items: Sequence[MediaInput], modalities: frozenset[str], name: str) -> None:
     wanted = {"image": "vision", "audio": "audio"}
     for item in items:
         if wanted.get(item.kind) not in modalities:
-            raise EngineError(
-                f"{item.kind} input is not supported by this model's projector {name}"
-            )
+            raise MediaError(f"{item.kind} input is not supported by this model's projector {name}")
 
 
 def _media_prompt(chunks: Any) -> MediaPrompt:
@@ -279,7 +278,7 @@ def _media_prompt(chunks: Any) -> MediaPrompt:
     last = prompt.spans[-1] if prompt.spans else None
     if last is not None and last.start + last.length == len(prompt.tokens):
         # An item's decode gives no logits: the reply's first token needs text after it.
-        raise EngineError("the prompt must go on after its last media item")
+        raise MediaError("the prompt must go on after its last media item")
     return prompt
 
 

@@ -3,7 +3,8 @@ weights written by the test, tests/support/audio_projector_gguf.py), on the real
 and `/api/show` saying "audio" and not "vision"; OpenAI `input_audio` parts through the official
 client, streamed, the sound's tokens counted; llama-server's `multimodal_data`; two sounds
 moving the next token's logits apart and one sound read twice the same; an image sent to this
-server, and a cut or unreadable sound, a 400 in the dialect's shape."""
+server, a cut or unreadable sound, and one only the decoder finds unreadable, a 400 in the
+dialect's shape."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from tests.support.audio_projector_gguf import (
     wav_data_size,
 )
 from tests.support.logits import LIKELY, SHAPE_TOLERANCE, native
-from tests.support.media_bytes import mp3_bytes, png_bytes
+from tests.support.media_bytes import flac_bytes, mp3_bytes, png_bytes
 from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
@@ -140,6 +141,8 @@ def test_openai_input_audio_streams_a_reply_and_counts_the_sounds_tokens(
     # MP3 too (two silent frames after an ID3 tag: 52 ms, one window like any short sound).
     mp3 = openai_ask(hearing, audio_part(mp3_bytes(id3=True), "mp3"))
     assert mp3.usage.prompt_tokens == heard.usage.prompt_tokens
+    flac = openai_ask(hearing, audio_part(flac_bytes(), "flac"))  # one frame: 4 ms
+    assert flac.usage.prompt_tokens == heard.usage.prompt_tokens
 
 
 @pytest.mark.model
@@ -218,6 +221,28 @@ def test_a_cut_or_unreadable_sound_is_a_400(hearing: RunningServer) -> None:
         openai_ask(hearing, audio_part(png_bytes(16, 16), "wav"))
     assert "declared as 'wav'" in str(mislabelled.value)
     # The server serves on, and a whole sound still reads.
+    assert openai_ask(hearing, audio_part(TONE)).usage.prompt_tokens >= PER_SOUND
+
+
+@pytest.mark.model
+def test_a_sound_the_edge_passes_but_the_decoder_cannot_read_is_a_400(
+    hearing: RunningServer,
+) -> None:
+    """A FLAC whose frame header's checksum is damaged: whole by its structure (the edge takes
+    it), but llama.cpp's decoder finds no frame to read once the request starts. The engine's
+    refusal is the client's 400, as the edge's would be, not the server's 500."""
+    flac = flac_bytes()
+    damaged = flac[:47] + bytes([flac[47] ^ 1]) + flac[48:]  # the CRC-8 after the header
+    assert check_media(damaged, Dialect.OPENAI, expect="audio").mime == "audio/flac"
+    with pytest.raises(openai.BadRequestError) as refused:
+        openai_ask(hearing, audio_part(damaged, "flac"))
+    assert "media item 1 (audio/flac)" in str(refused.value)
+    body = {
+        "prompt": {"prompt_string": "Hear <__media__> now:", "multimodal_data": [b64(damaged)]},
+        "n_predict": 1,
+    }
+    native_refusal = httpx.post(f"{hearing.base_url}/completion", json=body, timeout=120)
+    assert native_refusal.status_code == 400, native_refusal.text
     assert openai_ask(hearing, audio_part(TONE)).usage.prompt_tokens >= PER_SOUND
 
 

@@ -259,6 +259,80 @@ def test_images_of_zero_size_are_refused(raw: bytes, size: tuple[int, int]) -> N
     )
 
 
+ID3_TAG = b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(10)  # ID3v2.4, ten bytes of padding
+MPEG1_FRAME = mb.mp3_bytes()[:417]  # Layer III, 128 kbit/s, 44.1 kHz: 417 bytes
+MPEG2_FRAME = b"\xff\xf3\x80\xc4".ljust(208, b"\x00")  # Layer III, 64 kbit/s, 22.05 kHz
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        ID3_TAG + bytes(300) + MPEG1_FRAME * 2,  # zeros after the tag, as some taggers leave
+        ID3_TAG[:5] + b"\x10" + ID3_TAG[6:] + b"3DI" + bytes(7) + MPEG1_FRAME * 2,  # a footer
+        ID3_TAG + ID3_TAG + MPEG1_FRAME * 2,  # two tags
+        MPEG1_FRAME,  # one frame alone
+        MPEG2_FRAME * 3,  # MPEG-2: 72 * bitrate / rate
+        MPEG1_FRAME + MPEG1_FRAME[:1] + b"\xfa" + MPEG1_FRAME[2:],  # the second with a CRC
+    ],
+    ids=["zeros-after-tag", "tag-footer", "two-tags", "one-frame", "mpeg2", "crc"],
+)
+def test_mp3s_with_frames_where_their_headers_say_are_taken(raw: bytes) -> None:
+    assert check_media(raw, OPENAI, expect="audio").mime == "audio/mpeg"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (ID3_TAG + bytes(2000), "The MP3 has no audio frames"),
+        (ID3_TAG, "The MP3 has no audio frames"),
+        (ID3_TAG[:6] + b"\x00\x00\x10\x00" + MPEG1_FRAME * 2, "The MP3 has no audio frames"),
+        (ID3_TAG[:6] + b"\x80" + ID3_TAG[7:] + MPEG1_FRAME, "The MP3 header cannot be read"),
+        (ID3_TAG + b"junk" * 200, "MP3 has no audio frame where its first should be (byte 20)"),
+        (ID3_TAG + b"\xff\xfb\xf0\x64" + bytes(900), "no audio frame where its first should be"),
+        (ID3_TAG + MPEG1_FRAME + bytes(417), "first audio frame is not followed by another"),
+        (MPEG1_FRAME + MPEG2_FRAME * 2, "MP3's first audio frame is not followed by another"),
+        (ID3_TAG + MPEG1_FRAME[:300], "Audio is truncated (320 bytes of an MP3 whose first"),
+    ],
+    ids=[
+        "tag-then-zeros", "tag-only", "tag-past-the-end", "tag-size-not-syncsafe", "junk",
+        "bad-bitrate", "no-second", "second-of-another-stream", "cut",
+    ],
+)  # fmt: skip
+def test_mp3s_without_frames_where_their_headers_say_are_refused(raw: bytes, message: str) -> None:
+    """minimp3 (llama.cpp's decoder) finds nothing to decode in these, inside the engine."""
+    assert message in refusal(lambda: check_media(raw, OPENAI, expect="audio"))
+
+
+def test_flacs_without_a_stream_s_facts_or_frames_are_refused() -> None:
+    flac = mb.flac_bytes()
+    info, frame = flac[:42], flac[42:]
+
+    def refused(raw: bytes) -> str:
+        return refusal(lambda: check_media(raw, OPENAI, expect="audio"))
+
+    zeroed = info[:8] + bytes(34)
+    assert refused(zeroed + frame) == (
+        "The FLAC header cannot be read (its STREAMINFO says 0 Hz, blocks of 0)"
+    )
+    comment = bytes([4, 0, 0, 8]) + b"\x00" * 8  # VORBIS_COMMENT first
+    first_not_info = flac[:4] + comment + b"\x80" + info[5:] + frame
+    assert refused(first_not_info) == (
+        "The FLAC header cannot be read (its first metadata block is not STREAMINFO)"
+    )
+    assert refused(info) == "The FLAC has no audio frames"
+    assert (
+        refused(info + b"\x00" * 11) == "The FLAC has no audio frame after its metadata (byte 42)"
+    )
+    not_last = info[:4] + b"\x00" + info[5:]  # says more metadata follows; none does
+    assert refused(not_last + frame).startswith("Audio is truncated (53 bytes of a FLAC whose")
+    assert refused(info[:30]) == (
+        "Audio is truncated (30 bytes of a FLAC whose STREAMINFO runs past the end)"
+    )
+    # Other metadata blocks between STREAMINFO and the first frame are walked past.
+    with_comment = flac[:4] + b"\x00" + info[5:] + b"\x84" + comment[1:] + frame
+    assert check_media(with_comment, OPENAI, expect="audio").mime == "audio/flac"
+
+
 def test_audio_where_an_image_is_expected_and_the_reverse_are_refused() -> None:
     wav, png = mb.wav_bytes(), mb.png_bytes()
     message = refusal(lambda: check_media(wav, OPENAI, expect="image", where="m[0]"))
