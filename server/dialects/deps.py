@@ -64,13 +64,19 @@ def key_name_of(request: Request) -> str | None:
     ring = get_key_ring(request)
     if not ring.required:
         return ""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        name = ring.match(token.strip())
+    for offered in presented_keys(request):
+        name = ring.match(offered)
         if name is not None:
             return name
-    api_key = request.headers.get("x-api-key", "").strip()
-    return ring.match(api_key) if api_key else None
+    return None
+
+
+def presented_keys(request: Request) -> list[str]:
+    """The keys a request presents: its `Authorization: Bearer` token, then its `x-api-key`."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    offered = [token.strip()] if scheme.lower() == "bearer" else []
+    offered.append(request.headers.get("x-api-key", "").strip())
+    return [key for key in offered if key]
 
 
 def has_valid_key(request: Request) -> bool:
@@ -92,12 +98,8 @@ def carries_key(request: Request, password: str | None) -> bool:
     if not password:
         return True
     expected = password.encode()
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
     # Constant-time comparisons: the password guards a network service.
-    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected):
-        return True
-    api_key = request.headers.get("x-api-key", "").strip().encode()
-    return bool(api_key) and hmac.compare_digest(api_key, expected)
+    return any(hmac.compare_digest(key.encode(), expected) for key in presented_keys(request))
 
 
 def key_required(dialect: Dialect) -> Any:
