@@ -5,11 +5,12 @@ Anthropic routes without /v1, ...), so the best judge of that dialect is the tes
 llama.cpp ships with llama-server. This script takes those tests from the llama-cpp-python
 sdist Hearth is built from (the same llama.cpp revision), installs their requirements in a
 virtualenv of their own (they pin openai, numpy, aiohttp... differently from Hearth), and runs
-six of the test files the suite's own way: each test starts its server with its own settings
-(chat template file, --reasoning, context, slots...), through compat/llama_server_shim.py
-standing in for the llama-server binary. `--mode external` runs the first four files in the
-suite's "external server" mode instead (DEBUG_EXTERNAL=1: one server started here, the tests
-sending requests to localhost:PORT), which is faster but applies no per-test setting.
+every test file of its unit/ folder the suite's own way: each test starts its server with its
+own settings (chat template file, --reasoning, context, slots...), through
+compat/llama_server_shim.py standing in for the llama-server binary. `--mode external` runs
+four files in the suite's "external server" mode instead (DEBUG_EXTERNAL=1: one server started
+here, the tests sending requests to localhost:PORT) and three more spawned, which is faster
+but applies no per-test setting to the four.
 
 Most content checks expect the exact text of llama.cpp's 260K-parameter test
 model, so the point is the per-case report (`--report FILE`, JSON), not a green run: the exit
@@ -53,7 +54,8 @@ TEST_FILES = (
     "unit/test_completion.py",
     "unit/test_tokenize.py",
 )
-# Run with a server per test, started by the suite through the shim (per-test settings apply).
+# External mode's other files, run with a server per test through the shim; spawned mode (the
+# default) runs every file of unit/ that way (per-test settings apply).
 SPAWNED_TEST_FILES = (
     "unit/test_template.py",
     "unit/test_tool_call.py",
@@ -321,6 +323,11 @@ def run_pytest(
         ).returncode
 
 
+def unit_files(tests: Path) -> list[str]:
+    """Every test file of the suite's unit/ folder (spawned mode runs them all)."""
+    return sorted(f"unit/{path.name}" for path in (tests / "unit").glob("test_*.py"))
+
+
 def read_junit(junit: Path) -> list[dict[str, str]]:
     cases = []
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -482,14 +489,16 @@ def main() -> int:
     logs = cache / "logs"
     logs.mkdir(exist_ok=True)
     extra = list(args.pytest_args) if args.slow else ["-m", "not slow", *args.pytest_args]
+    every_file = unit_files(tests)
     groups: tuple[tuple[str, Sequence[str], dict[str, str]], ...] = (
-        ("spawned", (*TEST_FILES, *SPAWNED_TEST_FILES), shim_env),
+        ("spawned", every_file, shim_env),
     )
     if args.mode == "external":
         groups = (
             ("external", TEST_FILES, {"DEBUG_EXTERNAL": "1", "PORT": str(port)}),
             ("spawned", SPAWNED_TEST_FILES, shim_env),
         )
+        every_file = [*TEST_FILES, *SPAWNED_TEST_FILES]
     cases: list[dict[str, str]] = []
     started = time.monotonic()
     for name, files, env_extra in groups:
@@ -530,7 +539,7 @@ def main() -> int:
             if args.mode == "external"
             else "each test's own, through compat/llama_server_shim.py",
             "mode": args.mode,
-            "test_files": [*TEST_FILES, *SPAWNED_TEST_FILES],
+            "test_files": list(every_file),
             "pytest_args": extra,
             "totals": totals,
             "cases": cases,
