@@ -3,7 +3,7 @@
 ggml passes over CPU-type Vulkan devices unless chosen by index, so these tests choose device
 0: the server through GGML_VK_VISIBLE_DEVICES=0 with a bare `--usevulkan`, the logits check
 with `--usevulkan 0` (from which Hearth sets that variable itself). lavapipe is slow (about
-a token per second), so the tests are few and generate at most 16 tokens. They skip, saying
+a token per second), so the tests are few and generate at most 6 tokens. They skip, saying
 why, on a build without the Vulkan backend or a machine without a Vulkan driver.
 """
 
@@ -39,7 +39,8 @@ pytestmark = [
 ]
 
 DEVICE = 0  # lavapipe, or the first GPU on a real machine
-MAX_TOKENS = 12
+# Enough for the 8 characters the two dialects' texts are compared on (each token ~1 s here).
+MAX_TOKENS = 6
 
 
 def device_flags() -> list[str]:
@@ -83,7 +84,7 @@ def test_streams_over_openai_and_koboldai(vulkan_server: RunningServer) -> None:
         )
         if chunk.choices
     ]
-    assert len("".join(pieces)) > 0 and len(pieces) <= MAX_TOKENS + 1
+    assert len("".join(pieces)) >= 8 and len(pieces) <= MAX_TOKENS + 1
     with httpx.stream(
         "POST",
         f"{vulkan_server.base_url}/api/extra/generate/stream",

@@ -20,13 +20,12 @@ from server.core.engine import EngineError
 from server.core.llama.engine import LlamaCppEngine
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings
-from tests.server.core.test_speculation_real import copy_prompt, greedy
+from tests.server.core.test_speculation_real import SERVER_FLAGS, copy_prompt, greedy
 from tests.support.logits import assert_agree, native
 from tests.support.one_turn import in_one_turn
 from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
-SERVER_FLAGS = ["--parallelrequests", "2", "--contextsize", "2048", "--metrics"]
 STORY = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
 
 
@@ -35,17 +34,12 @@ def drafting(start_hearth: StartHearth, bundled: Path) -> RunningServer:
     return start_hearth(["--draftmodel", str(bundled), "--draftamount", "6", *SERVER_FLAGS])
 
 
-@pytest.fixture(scope="module")
-def plain(start_hearth: StartHearth) -> RunningServer:
-    return start_hearth(SERVER_FLAGS)
-
-
 def test_the_model_as_its_own_draft_is_accepted_and_changes_nothing(
-    drafting: RunningServer, plain: RunningServer
+    drafting: RunningServer, unspeculated: RunningServer
 ) -> None:
     assert "Speculative decoding: the draft model" in drafting.wait_for_output("Speculative")
     body = greedy(copy_prompt("iota"), 60, n_probs=5, ignore_eos=True)
-    fast, slow = native(drafting, body), native(plain, body)
+    fast, slow = native(drafting, body), native(unspeculated, body)
     timings = fast["timings"]
     # The same weights guess: nearly every drafted token is what the model samples (a few
     # near-ties may go the other way between one-row and many-row decodes). The draft model

@@ -18,7 +18,12 @@ from tests.support.servers import RunningServer
 
 @pytest.fixture(scope="module")
 def switching(model_dir: Path, start_hearth: Callable[..., RunningServer]) -> RunningServer:
-    return start_hearth(["--modeldir", str(model_dir), "--contextsize", "1024"])
+    """The model folder served with two slots: one request at a time for most tests, and a
+    batch for the last (a server of its own cost ~4 s of start). Each test leaves the served
+    model loaded, as it found it."""
+    return start_hearth(
+        ["--modeldir", str(model_dir), "--parallelrequests", "2", "--contextsize", "1024"]
+    )
 
 
 def test_the_model_dir_is_listed_and_a_broken_file_reported(switching: RunningServer) -> None:
@@ -55,12 +60,8 @@ def test_an_unknown_model_is_a_404_in_the_dialects_shape(switching: RunningServe
     assert raised.value.status_code == 404 and raised.value.error == "model 'llama3' not found"
 
 
-def test_batched_serving_switches_once_the_batch_drains(
-    model_dir: Path, start_hearth: Callable[..., RunningServer]
-) -> None:
-    batched = start_hearth(
-        ["--modeldir", str(model_dir), "--parallelrequests", "2", "--contextsize", "1024"]
-    )
+def test_batched_serving_switches_once_the_batch_drains(switching: RunningServer) -> None:
+    batched = switching
     client = openai.AsyncOpenAI(base_url=f"{batched.base_url}/v1", api_key="unused")
 
     async def both() -> list[str]:

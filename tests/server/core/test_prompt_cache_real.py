@@ -47,9 +47,8 @@ def cached(start_hearth: StartHearth) -> RunningServer:
     return start_hearth(["--contextsize", "2048"])
 
 
-@pytest.fixture(scope="module")
-def uncached(start_hearth: StartHearth) -> RunningServer:
-    return start_hearth(["--contextsize", "2048", "--cacheram", "0"])
+# `uncached` (--contextsize 2048 --cacheram 0) is shared with the slot tests
+# (tests/server/conftest.py).
 
 
 def perf(server: RunningServer) -> dict[str, Any]:

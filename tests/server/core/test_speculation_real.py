@@ -20,6 +20,8 @@ from tests.support.real_server import perf
 from tests.support.servers import RunningServer
 
 StartHearth = Callable[[Sequence[str]], RunningServer]
+# The speculating servers' flags; `unspeculated` (tests/server/conftest.py, shared with
+# test_draft_model_real.py) has the same without speculation.
 SERVER_FLAGS = ["--parallelrequests", "2", "--contextsize", "4096", "--metrics"]
 
 
@@ -47,21 +49,16 @@ def speculating(start_hearth: StartHearth) -> RunningServer:
     return start_hearth(["--spec-type", "ngram-simple", *SERVER_FLAGS])
 
 
-@pytest.fixture(scope="module")
-def plain(start_hearth: StartHearth) -> RunningServer:
-    return start_hearth(SERVER_FLAGS)
-
-
 def greedy(prompt: str, tokens: int = 120, **extra: Any) -> dict[str, Any]:
     return {"prompt": prompt, "n_predict": tokens, "temperature": 0, **extra}
 
 
 def test_drafts_accepted_and_rejected_leave_the_reply_as_without_speculation(
-    speculating: RunningServer, plain: RunningServer
+    speculating: RunningServer, unspeculated: RunningServer
 ) -> None:
     assert "Speculative decoding: ngram-simple" in speculating.wait_for_output("Speculative")
     body = greedy(counted_lines(), 80, n_probs=5)
-    fast, slow = native(speculating, body), native(plain, body)
+    fast, slow = native(speculating, body), native(unspeculated, body)
     timings = fast["timings"]
     assert timings["draft_n"] > timings["draft_n_accepted"] > 0, timings  # both kinds
     assert "draft_n" not in slow["timings"]  # as llama-server: only when it drafted

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -64,10 +63,8 @@ def test_polling_mode_and_markup_stays_text(browser: WebDriver, hearth: RunningS
     assert "<b>bold</b>" in browser.find_element(By.CSS_SELECTOR, ".turn.user").text
 
 
-def test_password_busy_server_and_regenerate(
-    browser: WebDriver, start_hearth: Callable[[Sequence[str]], RunningServer]
-) -> None:
-    server = start_hearth(["--multiuser", "0", "--password", "pw"])
+def test_password_busy_server_and_regenerate(browser: WebDriver, guarded: RunningServer) -> None:
+    server = guarded  # password "pw", one request at a time (tests/server/conftest.py)
     open_page(browser, server.base_url + "/")
     max_tokens = browser.find_element(By.ID, "max-tokens")
     max_tokens.clear()

@@ -116,8 +116,15 @@ def test_export_then_import_and_bad_files_are_refused(
 ) -> None:
     downloads = tmp_path / "downloads"
     downloads.mkdir()
+    # The tab's own browsing context (tests/server/conftest.py's `browser`) downloads there.
+    tab = browser.execute_cdp_cmd("Target.getTargetInfo", {})["targetInfo"]
     browser.execute_cdp_cmd(
-        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
+        "Browser.setDownloadBehavior",
+        {
+            "behavior": "allow",
+            "downloadPath": str(downloads),
+            "browserContextId": tab["browserContextId"],
+        },
     )
     open_page(browser, hearth.base_url + "/", mode=None)
     conversations = [

@@ -10,18 +10,16 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.support.chat_page import open_page, reply_done, until
-from tests.support.projector_gguf import media_tokens_per_image, png_bytes, write_projector
+from tests.support.projector_gguf import media_tokens_per_image, png_bytes
 from tests.support.servers import RunningServer
 
 PER_IMAGE = media_tokens_per_image(32, 4)
@@ -29,14 +27,8 @@ TRAY = "#attachments .attachment img"
 SENT = ".turn.user .images img"
 
 
-@pytest.fixture(scope="module")
-def seeing(
-    start_hearth: Callable[[Sequence[str]], RunningServer],
-    bundled: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> RunningServer:
-    projector = write_projector(tmp_path_factory.mktemp("mmproj") / "tiny-mmproj.gguf", bundled)
-    return start_hearth(["--mmproj", str(projector), "--contextsize", "2048"])
+# `seeing`, the server with the projector, is shared with the vision tests
+# (tests/server/conftest.py).
 
 
 def picture_png(width: int, height: int) -> bytes:

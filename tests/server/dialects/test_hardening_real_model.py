@@ -219,11 +219,20 @@ def test_queue_stream_of_a_waiting_request_ends_on_shutdown(start_hearth: StartH
         assert json.loads(lines[-1].removeprefix("data: "))["finish_reason"] == "error", name
 
 
-def test_tool_call_with_penalties_does_not_crash_the_server(start_hearth: StartHearth) -> None:
+@pytest.fixture(scope="module")
+def crash_target(start_hearth: StartHearth) -> RunningServer:
+    """One server for the requests that once ended the process (found by the fuzzer), shared
+    by them: each test checks it still runs after its own request, so a crash fails the test
+    that caused it (and those after it). Not `hearth`: a crash must not take the other
+    modules' server down too. A server per request cost ~5 s of start each."""
+    return start_hearth([])
+
+
+def test_tool_call_with_penalties_does_not_crash_the_server(crash_target: RunningServer) -> None:
     """Found by the fuzzer: penalties look back over the prompt, and feeding the prompt to the
     whole sampler chain fed it to the tool-call grammar too, which threw a C++ exception that
     ended the process (`Unexpected empty grammar stack`)."""
-    server = start_hearth([])
+    server = crash_target
     tools = [
         {
             "type": "function",
@@ -274,12 +283,12 @@ def test_tool_call_with_penalties_does_not_crash_the_server(start_hearth: StartH
     ],
 )
 def test_extreme_sampling_values_with_a_grammar_do_not_crash_the_server(
-    start_hearth: StartHearth, options: dict[str, float]
+    crash_target: RunningServer, options: dict[str, float]
 ) -> None:
     """Found by the fuzzer: a repeat penalty of 5e-324 (0 as float32) turned the grammar's
     -inf logits into NaN, greedy picked a token the grammar forbids, and the grammar threw a
     C++ exception that ended the process. Values past float32's range did the same."""
-    server = start_hearth(["--contextsize", "256"])
+    server = crash_target
     with server.client() as client:
         answer = client.post(
             "/api/generate",

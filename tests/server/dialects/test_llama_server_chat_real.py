@@ -6,7 +6,7 @@ where they have the feature, raw HTTP otherwise."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -19,19 +19,12 @@ from tests.support.one_turn import in_one_turn
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 
-StartHearth = Callable[[Sequence[str]], RunningServer]
-SEED = 42
+SEED = 42  # the server's --seed: `seeded`'s (tests/server/conftest.py)
 BOOK = [
     {"role": "system", "content": "Book"},
     {"role": "user", "content": "What is the best book"},
 ]
 ASSISTANT_HI = {"role": "assistant", "content": "Hi"}
-
-
-@pytest.fixture(scope="module")
-def seeded(start_hearth: StartHearth) -> RunningServer:
-    """Two slots (choices generate together) and llama-server's `--seed 42`."""
-    return start_hearth(["--parallelrequests", "2", "--seed", str(SEED)])
 
 
 def client(server: RunningServer) -> openai.OpenAI:

@@ -4,11 +4,10 @@ count real 503s, aborts and disconnects, and the route's switch and password hol
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
-import pytest
 
 from tests.support.metrics_reader import (
     LLAMA_SERVER_COUNTERS,
@@ -20,15 +19,13 @@ from tests.support.real_server import STEADY
 from tests.support.servers import RunningServer
 from tests.support.sse import SSEEvent, iter_sse
 
-StartHearth = Callable[[Sequence[str]], RunningServer]
 STREAM = "/api/extra/generate/stream"
 # ban_eos keeps a base model from ending early, so a long request stays running.
 
 
-@pytest.fixture(scope="module")
-def metered(start_hearth: StartHearth) -> RunningServer:
-    """Two requests in flight at most: one running, one waiting."""
-    return start_hearth(["--metrics", "--multiuser", "2"])
+# `metered` (--metrics --multiuser 2: one request running, one waiting) is shared with the
+# queue tests of test_real_model.py (tests/server/conftest.py): counts are compared with what
+# they were before a test.
 
 
 @contextmanager
@@ -99,7 +96,8 @@ def test_queue_gauges_503_abort_and_disconnect(metered: RunningServer) -> None:
     # Only the running one started: the aborted waiter never left the line for a slot.
     waits = after.value("hearth_queue_wait_seconds_count")
     assert waits == before.value("hearth_queue_wait_seconds_count") + 1
-    assert after.value("hearth_requests_total", dialect="kobold") == 2  # the 503 not admitted
+    kobold = after.value("hearth_requests_total", dialect="kobold")
+    assert kobold == before.value("hearth_requests_total", dialect="kobold") + 2  # not the 503
 
 
 def test_off_unless_asked_for(hearth: RunningServer) -> None:
@@ -108,8 +106,8 @@ def test_off_unless_asked_for(hearth: RunningServer) -> None:
     assert "--metrics" in response.json()["error"]["message"]
 
 
-def test_password_guards_metrics_but_not_health(start_hearth: StartHearth) -> None:
-    server = start_hearth(["--metrics", "--password", "pw"])
+def test_password_guards_metrics_but_not_health(guarded: RunningServer) -> None:
+    server = guarded  # --metrics --password pw (tests/server/conftest.py)
     refused = httpx.get(f"{server.base_url}/metrics")
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"

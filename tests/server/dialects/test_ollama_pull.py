@@ -137,48 +137,27 @@ def test_delete_removes_a_pulled_model(server: RunningServer, cache: Path) -> No
     assert raised.value.status_code == 404 and raised.value.error == f"model '{NAME}' not found"
 
 
-def with_model_dir(
-    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+@pytest.fixture(scope="module")
+def switching(
+    pull_hub: LocalHub,
+    tmp_path_factory: pytest.TempPathFactory,
+    start_hearth: Callable[..., RunningServer],
 ) -> RunningServer:
-    """A server with an (empty) --modeldir and its own hub cache: pulled models join it."""
-    models = tmp_path / "models"
+    """A server with an (empty) --modeldir and its own hub cache: pulled models join it.
+    Shared by the two tests below (a server start each cost ~5 s), the one that needs the
+    empty folder first."""
+    folder = tmp_path_factory.mktemp("switching")
+    models = folder / "models"
     models.mkdir()
     return start_hearth(
         ["--modeldir", str(models), "--contextsize", "1024"],
-        env={"HF_ENDPOINT": pull_hub.url, "HF_HUB_CACHE": str(tmp_path / "cache")},
+        env={"HF_ENDPOINT": pull_hub.url, "HF_HUB_CACHE": str(folder / "cache")},
     )
 
 
-def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_them(
-    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
-) -> None:
-    """The second repository's file is the bundled model renamed with the gguf package: its
-    listing, /api/show and the model that answers are its own."""
-    switching = with_model_dir(pull_hub, tmp_path, start_hearth)
-    client = ollama.Client(host=switching.base_url)
-    story = f"hf.co/{STORY_REPO}:Q4_K_M"
-    assert client.pull(NAME).status == "success" and client.pull(story).status == "success"
-    sizes = {tag.model: tag.size for tag in client.list().models}
-    assert sizes[story] != sizes[NAME]  # another name in the header: another size
-    info = client.show(story).modelinfo or {}
-    assert info["general.name"] == STORY_NAME
-    for name in (story, NAME, story):
-        reply = client.chat(
-            model=name, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}
-        )
-        assert reply.model == name
-    loads = [line for line in switching.output if "Loaded " in line]
-    assert [line.split("Loaded ")[1].split(":")[0] for line in loads[-3:]] == [
-        STORY_FILE,
-        MODEL_FILE,
-        STORY_FILE,
-    ]
-
-
 def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
-    pull_hub: LocalHub, tmp_path: Path, start_hearth: Callable[..., RunningServer]
+    switching: RunningServer,
 ) -> None:
-    switching = with_model_dir(pull_hub, tmp_path, start_hearth)
     client = ollama.Client(host=switching.base_url)
     assert NAME not in [tag.model for tag in client.list().models]
     assert client.pull(NAME).status == "success"
@@ -197,3 +176,28 @@ def test_with_a_model_dir_a_pulled_model_is_listed_and_chat_can_use_it(
     with pytest.raises(ollama.ResponseError) as gone:
         client.generate(model=NAME, prompt="Hi")
     assert gone.value.status_code == 404
+
+
+def test_two_pulled_models_with_their_own_metadata_and_chat_switches_between_them(
+    switching: RunningServer,
+) -> None:
+    """The second repository's file is the bundled model renamed with the gguf package: its
+    listing, /api/show and the model that answers are its own."""
+    client = ollama.Client(host=switching.base_url)
+    story = f"hf.co/{STORY_REPO}:Q4_K_M"
+    assert client.pull(NAME).status == "success" and client.pull(story).status == "success"
+    sizes = {tag.model: tag.size for tag in client.list().models}
+    assert sizes[story] != sizes[NAME]  # another name in the header: another size
+    info = client.show(story).modelinfo or {}
+    assert info["general.name"] == STORY_NAME
+    for name in (story, NAME, story):
+        reply = client.chat(
+            model=name, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}
+        )
+        assert reply.model == name
+    loads = [line for line in switching.output if "Loaded " in line]
+    assert [line.split("Loaded ")[1].split(":")[0] for line in loads[-3:]] == [
+        STORY_FILE,
+        MODEL_FILE,
+        STORY_FILE,
+    ]

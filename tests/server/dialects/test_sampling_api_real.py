@@ -9,7 +9,7 @@ import base64
 import json
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -22,7 +22,6 @@ from tests.support.projector_gguf import png_bytes
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 
-StartHearth = Callable[[Sequence[str]], RunningServer]
 PROMPT = "The lighthouse keeper climbed the stairs and"
 GREEDY = {"temperature": 0.0}
 
@@ -452,13 +451,16 @@ def test_anthropic_images_are_refused_clearly_and_count_tokens_matches(
 
 
 @pytest.fixture(scope="module")
-def two_slots(start_hearth: StartHearth) -> RunningServer:
-    return start_hearth(["--parallelrequests", "2"])
+def two_slots(seeded: RunningServer) -> RunningServer:
+    """Two slots: the session's `seeded` server (tests/server/conftest.py; its --seed does not
+    matter here), shared with the n-choices tests."""
+    return seeded
 
 
 def test_logprobs_bias_and_penalties_batch_with_others(two_slots: RunningServer) -> None:
     """A request with logprobs and one with logit_bias and penalties generate together:
     both slots are busy at once, and neither is sent to run alone."""
+    printed_before = len(two_slots.output)
     first = stream_native(
         two_slots, {"prompt": PROMPT, "n_predict": 300, "ignore_eos": True, "n_probs": 2}
     )
@@ -488,11 +490,11 @@ def test_logprobs_bias_and_penalties_batch_with_others(two_slots: RunningServer)
     worker.join(120)
     first.close()
     assert [slot["is_processing"] for slot in slots] == [True, True]
-    assert not any("Batching disabled" in line for line in two_slots.output)
+    assert not any("Batching disabled" in line for line in two_slots.output[printed_before:])
     # A grammar-bound request still runs alone, and says so.
     bound = native(two_slots, {"prompt": "Hi", "n_predict": 8, "grammar": 'root ::= "b"{3}'})
     assert bound["content"] == "bbb"
-    two_slots.wait_for_output("Batching disabled due to grammar")
+    two_slots.wait_for_output("Batching disabled due to grammar", after=printed_before)
 
 
 def test_a_request_running_alone_leaves_the_other_slot_idle(two_slots: RunningServer) -> None:

@@ -170,8 +170,8 @@ def kobold(server: RunningServer, name: str, **body: Any) -> httpx.Response:
     return httpx.post(f"{server.base_url}/api/admin/{name}", json=body, timeout=120)
 
 
-def test_koboldcpp_save_states_rewind_the_context(start_hearth: StartHearth) -> None:
-    server = start_hearth(["--contextsize", "2048", "--cacheram", "0"])
+def test_koboldcpp_save_states_rewind_the_context(uncached: RunningServer) -> None:
+    server = uncached  # --cacheram 0: only the save states keep a prompt (tests/server/conftest.py)
     prompt = story("a harbour")
     first = turn(server, prompt)
     checked = kobold(server, "check_state").json()

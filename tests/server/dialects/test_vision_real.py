@@ -9,8 +9,6 @@ dialect's shape, and an image sent to a server without a projector too."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -20,10 +18,9 @@ import openai
 import pytest
 
 from tests.support.media_bytes import wav_bytes
-from tests.support.projector_gguf import media_tokens_per_image, png_bytes, write_projector
+from tests.support.projector_gguf import media_tokens_per_image, png_bytes
 from tests.support.servers import RunningServer
 
-StartHearth = Callable[[Sequence[str]], RunningServer]
 RED, BLUE = (220, 30, 30), (20, 40, 230)
 PER_IMAGE = media_tokens_per_image(32, 4)
 
@@ -32,17 +29,8 @@ def png64(color: tuple[int, int, int]) -> str:
     return base64.b64encode(png_bytes(16, 16, color)).decode()
 
 
-@pytest.fixture(scope="module")
-def seeing(
-    start_hearth: StartHearth, bundled: Path, tmp_path_factory: pytest.TempPathFactory
-) -> RunningServer:
-    projector = write_projector(tmp_path_factory.mktemp("mmproj") / "tiny-mmproj.gguf", bundled)
-    return start_hearth(["--mmproj", str(projector), "--contextsize", "2048"])
-
-
-@pytest.fixture(scope="module")
-def blind(start_hearth: StartHearth) -> RunningServer:
-    return start_hearth(["--contextsize", "2048"])
+# `seeing`, the server with the projector, is shared with the chat page's image tests
+# (tests/server/conftest.py); a server without one is the session's `hearth`.
 
 
 def gpt(server: RunningServer) -> openai.OpenAI:
@@ -261,11 +249,11 @@ def test_bad_media_is_a_400_in_each_dialects_shape(seeing: RunningServer) -> Non
 
 
 @pytest.mark.model
-def test_a_server_without_a_projector_refuses_images(blind: RunningServer) -> None:
+def test_a_server_without_a_projector_refuses_images(hearth: RunningServer) -> None:
     with pytest.raises(openai.BadRequestError, match="image input is not supported"):
-        openai_ask(blind, image_part(RED))
+        openai_ask(hearth, image_part(RED))
     with pytest.raises(anthropic.BadRequestError, match="image input is not supported"):
-        claude(blind).messages.create(
+        claude(hearth).messages.create(
             model="any",
             max_tokens=3,
             messages=[
@@ -284,6 +272,6 @@ def test_a_server_without_a_projector_refuses_images(blind: RunningServer) -> No
                 }
             ],  # type: ignore[list-item]
         )
-    props = httpx.get(f"{blind.base_url}/props", timeout=10).json()
+    props = httpx.get(f"{hearth.base_url}/props", timeout=10).json()
     assert props["modalities"] == {"vision": False, "audio": False}
-    assert "vision" not in ollama.Client(host=blind.base_url).show("any").capabilities
+    assert "vision" not in ollama.Client(host=hearth.base_url).show("any").capabilities

@@ -338,16 +338,16 @@ def test_default_queue_serves_four_in_turn(hearth: RunningServer) -> None:
     assert times[3] > 2.5 * single
 
 
-def test_multiuser_2_accepts_two_and_refuses_two(start_hearth: StartHearth) -> None:
-    server = start_hearth(["--multiuser", "2"])
+def test_multiuser_2_accepts_two_and_refuses_two(metered: RunningServer) -> None:
+    server = metered  # --multiuser 2 (and --metrics: tests/server/conftest.py)
     outcomes = _four_at_once(server)
     assert [status for status, _, _ in outcomes].count(200) == 2
     refused = [body for status, _, body in outcomes if status == 503]
     assert refused == [BUSY_BODY, BUSY_BODY]
 
 
-def test_multiuser_0_and_password(start_hearth: StartHearth) -> None:
-    server = start_hearth(["--multiuser", "0", "--password", "pw"])
+def test_multiuser_0_and_password(guarded: RunningServer) -> None:
+    server = guarded  # --multiuser 0 --password pw (tests/server/conftest.py)
     unauthorised = httpx.post(f"{server.base_url}{GENERATE}", json={"prompt": "x"})
     assert unauthorised.status_code == 401
     assert unauthorised.json()["detail"]["type"] == "unauthorized"
