@@ -54,7 +54,13 @@ HEARTH_VALUE_FLAGS = {
     "--cors-origins": "--cors-origins",  # the same flag (server/dialects/cors.py)
 }
 # llama-server switch -> Hearth switch.
-HEARTH_SWITCHES = {"--jinja": "--jinja", "--metrics": "--metrics", "--verbose": "--verbose"}
+HEARTH_SWITCHES = {
+    "--jinja": "--jinja",
+    "--metrics": "--metrics",
+    "--verbose": "--verbose",
+    "--rerank": "--rerank",  # /v1/rerank (server/dialects/llama/rerank.py)
+    "--reranking": "--reranking",
+}
 # llama-server's `--n-predict -1` (until the context is full) as Hearth's largest default length.
 HEARTH_UNLIMITED_PREDICT = "16384"
 # Switches that are Hearth's behaviour anyway (no flag needed) or have no meaning for it.

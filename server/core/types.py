@@ -20,6 +20,24 @@ EmbedInput = str | tuple[int, ...]
 MEDIA_MARKER = f"<__media_{secrets.token_hex(8)}__>"
 
 
+# The most pixels an image handed to llama.cpp may have: its decoder (stb_image) holds the
+# whole image, 150 MB as RGB at this size. Larger ones are scaled down at the edge first
+# (server/dialects/image_scaling.py); the projector refuses any that is not.
+MAX_DECODED_IMAGE_PIXELS = 50_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class InfillParts:
+    """What a fill-in-the-middle request (llama-server's /infill) gives around the cursor:
+    each of prefix and suffix is text or token ids (or both mixed); `extra` holds other files
+    as (filename, text); `prompt` is the text typed at the cursor, after the prefix."""
+
+    prefix: str | tuple[str | int, ...]
+    suffix: str | tuple[str | int, ...]
+    extra: tuple[tuple[str, str], ...] = ()
+    prompt: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class MediaInput:
     """An image or a sound a client sent, checked at the edge (server/dialects/media.py):
@@ -126,6 +144,9 @@ class GenerationRequest:
     # An embedding input longer than the model takes is cut to fit (Ollama's and KoboldCpp's
     # `truncate`) instead of refusing the request (OpenAI's and llama-server's rule).
     embed_truncate: bool = False
+    # Rank `embed_inputs` (documents) against this query instead of embedding them: each
+    # "vector" is the model's one relevance score (llama-server's /rerank).
+    rank_query: str | None = None
     # Who asked, for the launcher's live view of requests (server/dialects/admin_live.py): the
     # client's address and the API dialect it spoke; empty for internal requests and tests.
     client: str = ""

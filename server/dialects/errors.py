@@ -77,6 +77,7 @@ LLAMA_SERVER_PATHS = frozenset(
     {"/completions", "/chat/completions", "/tokenize", "/detokenize", "/apply-template"}
     | {"/health", "/props", "/completion", "/slots", "/metrics", "/embeddings"}
     | {"/chat/completions/input_tokens", "/responses/input_tokens", "/lora-adapters"}
+    | {"/infill", "/rerank", "/reranking", "/cors-proxy", "/responses"}
 )
 
 

@@ -8,13 +8,17 @@ as `__verbose`. Here, not in either dialect package, so neither imports the othe
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, Progress
-from server.dialects.common import ChatAnswer
+from server.dialects.common import ChatAnswer, ChatPlan
 
 
 class ProbabilityEntry(TypedDict, total=False):
@@ -108,34 +112,63 @@ class NativeCompletion(TypedDict):
 
 
 def predicted_timings(tokens: int, seconds: float) -> PredictedTimings:
+    """The reply's figures, its rates over decode steps as llama-server's: the first token
+    comes from the prompt's last batch and costs no step (`seconds` start after it), so one
+    token makes no rate at all and sixteen are fifteen steps."""
     ms = seconds * 1000
+    steps = max(tokens - 1, 0)
     return {
         "predicted_n": tokens,
         "predicted_ms": ms,
-        "predicted_per_token_ms": ms / tokens if tokens else 0.0,
-        "predicted_per_second": tokens / seconds if seconds else 0.0,
+        "predicted_per_token_ms": ms / steps if steps and ms > 0 else 0.0,
+        "predicted_per_second": 1e3 / ms * steps if ms > 0 else 0.0,
+    }
+
+
+class PromptTimings(TypedDict):
+    """The prompt's figures: tokens taken from the cache, those read and the time it took."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_token_ms: float
+    prompt_per_second: float
+
+
+def prompt_timings(processed: int, seconds: float, cached: int) -> PromptTimings:
+    prompt_ms = seconds * 1000
+    return {
+        "cache_n": cached,
+        "prompt_n": processed,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
+        "prompt_per_second": processed / seconds if seconds else 0.0,
     }
 
 
 def timings(outcome: GenerationOutcome) -> Timings:
     processed = max(outcome.prompt_tokens - outcome.reused_prompt_tokens, 0)
-    prompt_ms = outcome.prompt_seconds * 1000
+    prompt = prompt_timings(processed, outcome.prompt_seconds, outcome.reused_prompt_tokens)
     predicted = predicted_timings(outcome.completion_tokens, outcome.generation_seconds)
-    figures: Timings = {
-        "cache_n": outcome.reused_prompt_tokens,
-        "prompt_n": processed,
-        "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": prompt_ms / processed if processed else 0.0,
-        "prompt_per_second": processed / outcome.prompt_seconds if outcome.prompt_seconds else 0.0,
+    figures = joined_timings(prompt, predicted)
+    if outcome.draft_tokens:  # as llama-server: only when something was drafted
+        figures["draft_n"] = outcome.draft_tokens
+        figures["draft_n_accepted"] = outcome.draft_accepted
+    return figures
+
+
+def joined_timings(prompt: PromptTimings, predicted: PredictedTimings) -> Timings:
+    return {
+        "cache_n": prompt["cache_n"],
+        "prompt_n": prompt["prompt_n"],
+        "prompt_ms": prompt["prompt_ms"],
+        "prompt_per_token_ms": prompt["prompt_per_token_ms"],
+        "prompt_per_second": prompt["prompt_per_second"],
         "predicted_n": predicted["predicted_n"],
         "predicted_ms": predicted["predicted_ms"],
         "predicted_per_token_ms": predicted["predicted_per_token_ms"],
         "predicted_per_second": predicted["predicted_per_second"],
     }
-    if outcome.draft_tokens:  # as llama-server: only when something was drafted
-        figures["draft_n"] = outcome.draft_tokens
-        figures["draft_n_accepted"] = outcome.draft_accepted
-    return figures
 
 
 def stop_type(outcome: GenerationOutcome) -> str:
@@ -166,11 +199,46 @@ def generation_settings(
         "frequency_penalty": sampling.frequency_penalty,
         "ignore_eos": sampling.ban_eos,
         "stream": stream,
+        "logit_bias": reported_logit_bias(sampling.logit_bias),
         "n_probs": generation.logprobs or 0,
         "post_sampling_probs": generation.post_sampling_probs,
         "grammar": generation.grammar or "",
         "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
     }
+
+
+class LogitBiasEntry(TypedDict):
+    bias: float | None  # None: -inf, a ban (JSON has no infinity)
+    token: int
+
+
+def reported_logit_bias(pairs: Sequence[tuple[int, float]]) -> list[LogitBiasEntry]:
+    """A request's logit biases as llama-server reports them in `generation_settings`."""
+    return [
+        {"bias": bias if math.isfinite(bias) else None, "token": token} for token, bias in pairs
+    ]
+
+
+@runtime_checkable
+class ListsEndTokens(Protocol):
+    """A tokenizer that names its model's end-of-generation tokens (llama.cpp's EOG set: end
+    of sequence, end of turn and the like)."""
+
+    @property
+    def end_tokens(self) -> Sequence[int]: ...
+
+
+def with_end_token_bias(plan: ChatPlan, tokenizer: object) -> ChatPlan:
+    """llama-server's `ignore_eos`: the end-of-generation tokens get a -inf logit bias after
+    the request's own, so the settings the request reports show them. The engine bans them
+    for `ban_eos` anyway; the bias says the same thing twice, never something else."""
+    sampling = plan.generation.sampling
+    if not sampling.ban_eos or not isinstance(tokenizer, ListsEndTokens):
+        return plan
+    banned = tuple((token, -math.inf) for token in tokenizer.end_tokens)
+    sampling = dataclasses.replace(sampling, logit_bias=sampling.logit_bias + banned)
+    generation = dataclasses.replace(plan.generation, sampling=sampling)
+    return dataclasses.replace(plan, generation=generation)
 
 
 def native_answer(
@@ -227,3 +295,31 @@ class LlamaExtras:
         )
         tokens = list(answer.tokens.token_ids)
         return native_answer(answer, index, answer.text, tokens, model, settings, generation.prompt)
+
+
+class ReplyClock:
+    """llama-server's `timings_per_token` for one reply: its figures so far at each piece of
+    text, timed from its first, with the prompt's once a progress report has said them (the
+    prompt's figures always come with the end)."""
+
+    def __init__(self) -> None:
+        self._first_at: float | None = None
+        self._tokens = 0
+        self._prompt: Progress | None = None
+
+    def read(self, progress: Progress) -> None:
+        """The prompt as last reported (`return_progress`)."""
+        self._prompt = progress
+
+    def after(self, tokens: int) -> Timings | PredictedTimings:
+        """The figures once `tokens` more have come."""
+        now = time.perf_counter()
+        if self._first_at is None:
+            self._first_at = now
+        self._tokens += tokens
+        predicted = predicted_timings(self._tokens, now - self._first_at)
+        prompt = self._prompt
+        if prompt is None:
+            return predicted
+        read = max(prompt.prompt_done - prompt.cached, 0)
+        return joined_timings(prompt_timings(read, prompt.seconds, prompt.cached), predicted)

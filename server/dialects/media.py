@@ -26,6 +26,7 @@ from collections.abc import Sized
 
 from server.core.types import MediaInput
 from server.dialects.errors import APIError, Dialect, ErrorKind
+from server.dialects.image_scaling import ScalingError, check_scalable
 from server.dialects.media_headers import (
     Format,
     MediaFormatError,
@@ -42,9 +43,6 @@ MAX_MEDIA_PER_REQUEST = 8
 # OpenAI's limit per image; audio a little more (OpenAI's for a transcription upload).
 MAX_IMAGE_BYTES = 20 * MB
 MAX_AUDIO_BYTES = 25 * MB
-# What stb_image may decode at once: 50 megapixels are 150 MB as RGB; larger sizes are for
-# printing, not for a model that scales every image to a few hundred pixels a side.
-MAX_IMAGE_PIXELS = 50_000_000
 
 # Said when a URL reaches an adapter: --remoteimages is off, or the URL is in a field it does
 # not fetch for (server/dialects/remote_media.py fetches allowed ones before planning).
@@ -154,20 +152,16 @@ def check_media_count(items: Sized, dialect: Dialect) -> None:
 
 
 def _checked_image(raw: bytes, fmt: Format, dialect: Dialect, where: str) -> tuple[int, int]:
-    """The size from the header, refused when empty or too many pixels to decode, before the
-    rest of the file is walked for completeness."""
+    """The size from the header, refused when empty or too large to be scaled down (an image
+    too large to decode whole is scaled down later, off the event loop: image_scaling.py),
+    before the rest of the file is walked for completeness."""
     try:
         width, height = image_size(raw, fmt)
         if width <= 0 or height <= 0:
             raise MediaFormatError(f"the {fmt.name} image has no pixels ({width}{_TIMES}{height})")
-        if width * height > MAX_IMAGE_PIXELS:
-            megapixels = MAX_IMAGE_PIXELS / 1_000_000
-            raise MediaFormatError(
-                f"image is {width}{_TIMES}{height} pixels; at most {megapixels:g} megapixels "
-                "are taken: scale it down first"
-            )
+        check_scalable(MediaInput("image", raw, fmt.mime, width, height))
         check_complete(raw, fmt)
-    except MediaFormatError as exc:
+    except (MediaFormatError, ScalingError) as exc:
         raise _refuse(dialect, where, str(exc)) from None
     return width, height
 

@@ -4,14 +4,13 @@ The only module that imports prometheus-client. The numbers come from the schedu
 (`Scheduler.take_metrics`, plain counters in server/core/counters.py); a custom collector
 renders them at each scrape into a registry of the app's own (`metrics_registry`, built by
 the app factory, never the library's global one), so two apps in one process never share.
+Without `--metrics` the route answers as llama-server's does: 501 `not_supported_error`.
 
 llama-server's set (tools/server/server-task.cpp `to_metrics`), same names, types and
 meaning, except:
 - `llamacpp:n_tokens_max` is a gauge here, where llama-server calls it a counter: the
   Prometheus text format (and prometheus-client) writes a counter's sample as NAME_total,
   which would change the name; a largest-seen value is a gauge in Prometheus's terms anyway.
-- Without `--metrics` the route answers 404 (llama-server: 501): no request makes Hearth
-  answer a 5xx (docs/RELIABILITY.md), and the route is as good as absent.
 - The `spec_decode_*` counters count only finished requests (as llama-server, which adds a
   request's figures when it ends); the per-position acceptance counter is not kept.
 - `prompt_seconds_total` includes sampling a request's first token (Hearth times the prompt
@@ -44,12 +43,15 @@ from server.core.prompt_cache import PromptCacheStats
 from server.core.scheduler import MetricsReading, Scheduler
 from server.dialects.api_keys import KeyRing
 from server.dialects.deps import key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind
+from server.dialects.errors import APIError, Dialect
 
 METRICS_OFF_MESSAGE = (
     "Metrics are off: start Hearth with --metrics (or tick Prometheus Metrics on the "
     "launcher's Network tab) to serve /metrics."
 )
+# Without --metrics: llama-server's 501 and error type, its clients (and its own tests) tell
+# "off here" by them. Not a failure of the server: the request is fine, the feature is off.
+METRICS_OFF_STATUS = 501
 
 # The classic text format, as llama-server labels it: every name here is valid in it, so
 # nothing needs the escaping that prometheus-client's newer default (version 1.0.0) announces.
@@ -276,6 +278,17 @@ def _prompt_cache_metrics(cache: PromptCacheStats) -> Iterator[Metric]:
         )
 
 
+def _metrics_off_body() -> dict[str, object]:
+    """llama-server's `not_supported_error` in the OpenAI shape its routes use."""
+    error = {
+        "message": METRICS_OFF_MESSAGE,
+        "type": "not_supported_error",
+        "param": None,
+        "code": METRICS_OFF_STATUS,
+    }
+    return {"error": error}
+
+
 def _bucket_label(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
@@ -285,11 +298,10 @@ async def metrics(request: Request) -> Response:
     """Prometheus text (not JSON, so not in /openapi.json), as llama-server serves it."""
     registry: CollectorRegistry | None = request.app.state.metrics_registry
     if registry is None:
-        raise APIError(404, METRICS_OFF_MESSAGE, ErrorKind.NOT_FOUND, Dialect.OPENAI)
+        raise APIError(METRICS_OFF_STATUS, METRICS_OFF_MESSAGE, body=_metrics_off_body())
     started: float = request.app.state.started_at_unix
-    return Response(
-        generate_latest(registry),
-        media_type=TEXT_FORMAT,
-        # llama-server sends it with every scrape (its own tests check for it).
-        headers={"Process-Start-Time-Unix": str(int(started))},
-    )
+    response = Response(generate_latest(registry), media_type=TEXT_FORMAT)
+    # llama-server sends it with every scrape, spelled so (its own tests look the name up
+    # case-sensitively): a raw header, since Starlette lowercases those it is given.
+    response.raw_headers.append((b"Process-Start-Time-Unix", str(int(started)).encode()))
+    return response

@@ -16,6 +16,9 @@ tunnel hiccup loses the reply. A client that opts in (`stream_options.resumable`
 Memory is bounded twice: one stream's retained bytes (past that its generation is aborted,
 ending normally with the dialect's own ending), and all streams' bytes together (finished,
 unfollowed streams are forgotten first, oldest first; then the growing one is aborted).
+
+llama-server's way is the same streams: `X-Conversation-Id` retains a stream by conversation
+too, read as bytes from any offset (server/dialects/stream_resume_log.py, llama/stream_resume.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from sse_starlette import ServerSentEvent
 from server.dialects.common import ChatPlan, new_id
 from server.dialects.deps import key_required
 from server.dialects.errors import APIError, Dialect, ErrorKind
+from server.dialects.stream_resume_log import ConversationLog, read_bytes
 from server.dialects.streaming import KEEPALIVE_BYTES, encode_event, sse_bytes_response
 from server.dialects.wire import SSEFormat, WireFormat
 
@@ -44,6 +48,7 @@ DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_STREAM_BYTES = 16 * 1024 * 1024
 DEFAULT_TOTAL_BYTES = 256 * 1024 * 1024
 STREAM_NAME_HEADER = "X-Hearth-Stream-Id"
+CONVERSATION_HEADER = "x-conversation-id"  # llama-server's opt-in (its web UI sends it)
 
 router = APIRouter(tags=["KoboldAI"])
 
@@ -69,6 +74,7 @@ class RetainedStream:
     forgotten: bool = False  # no longer kept: nobody can fetch it again
     followers: int = 0
     stop_generation: Callable[[], None] = lambda: None
+    conversation: ConversationLog | None = None  # asked for llama-server's way
     producer: asyncio.Task[None] | None = None
     expiry: asyncio.TimerHandle | None = None
     # Replaced on every change: a follower waits on the one it saw, so none misses a wake-up.
@@ -93,6 +99,8 @@ class ResumableStreams:
         self.stream_bytes = stream_bytes
         self.total_bytes = total_bytes
         self._by_name: dict[str, RetainedStream] = {}
+        # llama-server's X-Conversation-Id, one stream each: apart, as no name fetches these.
+        self.by_conversation: dict[str, RetainedStream] = {}
         self._streams: list[RetainedStream] = []  # oldest first
         self.retained_bytes = 0
 
@@ -102,6 +110,12 @@ class ResumableStreams:
 
     def find(self, name: str) -> RetainedStream | None:
         return self._by_name.get(name)
+
+    def stop_conversation(self, conversation_id: str) -> None:
+        """llama-server's Stop: the conversation's generation cancelled, its stream forgotten."""
+        stream = self.by_conversation.get(conversation_id)
+        if stream is not None:
+            self._forget(stream)
 
     def check_names(self, names: Iterable[str], dialect: Dialect) -> None:
         """Refuse a name that already names a generation still running (a reused genkey)."""
@@ -120,10 +134,16 @@ class ResumableStreams:
         dialect: Dialect,
         bursts: AsyncIterator[Sequence[ServerSentEvent] | None],
         stop_generation: Callable[[], None],
+        conversation_id: str | None = None,
     ) -> RetainedStream:
         """Start retaining a generation's stream; its first follower is the caller's."""
         stream = RetainedStream(tuple(dict.fromkeys(names)), dialect)
         stream.stop_generation = stop_generation
+        if conversation_id is not None:
+            # One stream per conversation, as llama-server: a new one stops the old.
+            self.stop_conversation(conversation_id)
+            stream.conversation = ConversationLog(conversation_id)
+            self.by_conversation[conversation_id] = stream
         for name in stream.names:
             old = self._by_name.get(name)
             if old is not None:  # a finished stream of the same genkey: the new one wins
@@ -157,6 +177,16 @@ class ResumableStreams:
         finally:
             self._detach(stream)
 
+    async def follow_bytes(self, stream: RetainedStream, offset: int) -> AsyncIterator[bytes]:
+        """A conversation's bytes from byte `offset` on, then live ones as they come."""
+        assert stream.conversation is not None
+        self._attach(stream)
+        try:
+            async for chunk in read_bytes(stream, stream.conversation, offset):
+                yield chunk
+        finally:
+            self._detach(stream)
+
     def shut_down(self) -> None:
         """Forget every stream and stop its producer (the app is stopping)."""
         for stream in list(self._streams):
@@ -173,12 +203,16 @@ class ResumableStreams:
             async for burst in bursts:
                 if stream.forgotten:
                     break  # forgotten (its cancellation can be lost in a wait_for race)
-                if not burst:
+                if burst is None and stream.conversation is not None:
+                    burst = []  # a keep-alive, kept: a conversation's readers count its bytes
+                elif not burst:
                     continue  # a keep-alive: each follower sends its own while silent
                 first = len(stream.events)
                 encoded = [encode_event(event, first + i) for i, event in enumerate(burst)]
                 stream.events.extend(encoded)
-                grown = sum(map(len, encoded))
+                if stream.conversation is not None:
+                    stream.conversation.append(b"".join(encoded) or KEEPALIVE_BYTES)
+                grown = sum(map(len, encoded)) or len(KEEPALIVE_BYTES)
                 stream.size += grown
                 self.retained_bytes += grown
                 stream.notify()
@@ -196,6 +230,8 @@ class ResumableStreams:
             if aclose is not None:
                 await aclose()  # now, not at garbage collection: it ends the job's reading
             stream.finished = True
+            if stream.conversation is not None:
+                stream.conversation.finish()
             stream.notify()
             if stream.followers == 0 and not stream.forgotten:
                 self._arm_expiry(stream)
@@ -246,6 +282,10 @@ class ResumableStreams:
         for name in stream.names:
             if self._by_name.get(name) is stream:
                 del self._by_name[name]
+        if stream.conversation is not None:
+            if self.by_conversation.get(stream.conversation.conversation_id) is stream:
+                del self.by_conversation[stream.conversation.conversation_id]
+            stream.conversation.clear()
         if not stream.forgotten:
             stream.forgotten = True
             self._streams.remove(stream)
@@ -258,15 +298,26 @@ class ResumableStreams:
 def stream_response(
     streams: ResumableStreams, stream: RetainedStream, after: int, keepalive_seconds: float
 ) -> Response:
-    """A follower's SSE response; its header names the stream for a later resume."""
-    response = sse_bytes_response(streams.follow(stream, after, keepalive_seconds))
+    """A follower's SSE response, after event `after`."""
+    return named_response(stream, streams.follow(stream, after, keepalive_seconds))
+
+
+def named_response(stream: RetainedStream, chunks: AsyncIterator[bytes]) -> Response:
+    """A reader's SSE response; its header names the stream for a later resume."""
+    response = sse_bytes_response(chunks)
     response.headers[STREAM_NAME_HEADER] = stream.names[0]  # URL-safe: see url_safe
     return response
 
 
 def wants_resumable(request: Request) -> bool:
-    """The header form of the opt-in, which every SSE route accepts."""
-    return request.headers.get("x-hearth-resumable", "").strip().lower() in {"1", "true", "yes"}
+    """The header forms of the opt-in, which every SSE route accepts: Hearth's, or
+    llama-server's conversation id."""
+    hearth = request.headers.get("x-hearth-resumable", "").strip().lower() in {"1", "true", "yes"}
+    return hearth or conversation_id(request) is not None
+
+
+def conversation_id(request: Request) -> str | None:
+    return request.headers.get(CONVERSATION_HEADER) or None
 
 
 def resumable_names(request: Request, plan: ChatPlan, wire: WireFormat[Any]) -> list[str] | None:
@@ -301,7 +352,10 @@ def retained(
 ) -> Response:
     """A resumable stream: retained from its first event, this connection its first reader."""
     streams: ResumableStreams = request.app.state.resumable_streams
-    stream = streams.open(names, dialect, bursts, stop_generation)
+    conversation = conversation_id(request)
+    stream = streams.open(names, dialect, bursts, stop_generation, conversation)
+    if conversation is not None:  # its first reader reads bytes, as a later one does
+        return named_response(stream, streams.follow_bytes(stream, 0))
     return stream_response(streams, stream, -1, request.app.state.keepalive_seconds)
 
 

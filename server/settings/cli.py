@@ -30,6 +30,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "admindir": ("--admindir",),
     "adminpassword": ("--adminpassword",),
     "embeddingsmodel": ("--embeddingsmodel",),
+    "rerank": ("--rerank", "--reranking"),  # llama-server's flags
+    "spm_infill": ("--spm-infill",),  # llama-server's flag
     "host": ("--host",),
     "port_param": ("--port",),
     "threads": ("--threads",),

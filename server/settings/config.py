@@ -69,6 +69,19 @@ class HearthSettings(
         default=None,
         description="GGUF model for the embeddings routes (none: the chat model embeds).",
     )
+    # llama-server's --rerank/--reranking: /v1/rerank scores documents with the embeddings
+    # model (else the chat model), its rank head pooling (a key of Hearth's own in a .kcpps).
+    rerank: bool = Field(
+        default=False,
+        description="Serve /v1/rerank (llama-server's) with the embeddings model, else the chat "
+        "model: a reranker GGUF (with a rank head) gives relevance scores.",
+    )
+    # llama-server's --spm-infill: /infill puts the suffix before the prefix (suffix, prefix,
+    # middle), the order some code models were trained on.
+    spm_infill: bool = Field(
+        default=False,
+        description="/infill prompts in suffix-prefix-middle order (default prefix-suffix-middle).",
+    )
     # KoboldCpp's admin mode: /api/admin/list_options and /api/admin/reload_config switch the
     # model of a running server (Hearth switches in place instead of restarting).
     admin: bool = Field(default=False, description="Allow switching models over the admin API.")

@@ -47,6 +47,12 @@ TOKEN_FIELDS = {
     "n_predict",
 }
 MAX_FUZZ_TOKENS = 4
+# Routes whose valid requests this server answers with llama-server's 501 (`not_supported_error`)
+# on purpose: /infill on a model without FIM tokens (the bundled one), reranking without
+# --rerank. Their 501 must still have the OpenAI error shape.
+NOT_SUPPORTED_HERE = {
+    f"POST {path}" for path in ("/infill", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking")
+}
 
 
 def cap_generation(value: Any) -> Any:
@@ -91,7 +97,11 @@ class FuzzRun:
         self.seconds[label] += response.elapsed
         self.counts["requests"] += 1
         self.counts[f"{status // 100}xx"] += 1
-        if status >= 500:
+        if status == 501 and label in NOT_SUPPORTED_HERE:
+            problem = shape_problem(dialect_of(case.path), json.loads(response.content))
+            if problem is not None:
+                self.failures.setdefault((label, status), problem)
+        elif status >= 500:
             self.failures.setdefault((label, status), response.content[:300].decode())
         elif 400 <= status < 500:
             try:

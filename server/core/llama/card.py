@@ -3,6 +3,7 @@ template), apart from its engine, so the event loop can use it while the worker 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,13 @@ class ModelCard:
     @property
     def chat_template(self) -> ChatTemplate:
         return self.vocabulary.chat_template
+
+    @functools.cached_property
+    def end_tokens(self) -> tuple[int, ...]:
+        """The model's end-of-generation tokens (llama.cpp's EOG set), listed on first use:
+        what llama-server reports as `ignore_eos`'s logit biases."""
+        vocabulary = self.vocabulary
+        return tuple(t for t in range(vocabulary.n_vocab) if vocabulary.is_end(t))
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         vocabulary = self.vocabulary

@@ -51,10 +51,11 @@ class Companions:
             raise MediaError(f"{request.media[0].kind} input is not supported: no --mmproj")
         media = self.projector.read(request, loaded.add_bos)
         limit, max_tokens = loaded.budget(request)
-        problem = _too_big(media, max_tokens, limit, self.batch_size)
-        if problem is not None:
+        try:
+            _check_fits(media, max_tokens, limit, self.batch_size)
+        except EngineError:
             media.free()
-            raise EngineError(problem)
+            raise
         return max_tokens, media.tokens, False, media
 
     def read_media(self, active: list[Sequence], context: Any) -> list[Sequence]:
@@ -95,21 +96,22 @@ class Companions:
             self.projector.close()
 
 
-def _too_big(media: MediaPrompt, max_tokens: int, limit: int, batch: int) -> str | None:
-    """Why a prompt with media cannot be read: too long for the context, or an item of more
-    tokens than one micro-batch (llama.cpp would abort the process on it)."""
+def _check_fits(media: MediaPrompt, max_tokens: int, limit: int, batch: int) -> None:
+    """Refuse a prompt with media that cannot be read: too long for the context (the
+    client's to shorten: a text prompt is cut to fit, but not through an image, so a 400),
+    or an item of more tokens than one micro-batch (llama.cpp would abort the process on it;
+    the server's --batchsize to raise, so a 500)."""
     if len(media.tokens) + max_tokens > limit:
-        return (
+        raise MediaError(
             f"the prompt with its media takes {len(media.tokens)} tokens, and {max_tokens} "
             f"more are to be generated: more than the {limit} of the context"
         )
     largest = max((span.length for span in media.spans), default=0)
     if largest > batch:
-        return (
+        raise EngineError(
             f"an image takes {largest} tokens, more than one batch of {batch} "
             f"(--batchsize): start the server with --batchsize {largest} or more"
         )
-    return None
 
 
 def load_model(path: Path, settings: LoadSettings) -> tuple[LoadedModel, Companions]:

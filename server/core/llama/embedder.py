@@ -15,6 +15,13 @@ Sizes, and why:
   (--batchsize), not the context size.
 - llama.cpp reserves its graph for n_ubatch / n_seq_max tokens per sequence and aborts the
   process when that does not divide: the capacity is a multiple of `_SEQUENCES`.
+
+Reranking (llama-server's /rerank, --rerank) is a second Embedder on the same model, made on
+the first rank request: its context pools with the model's rank head (LLAMA_POOLING_TYPE_RANK)
+and each document's "vector" is its one score, unnormalised, its prompt built with the query
+(server/core/llama/rerank.py). llama.cpp reads a headless model's score at an offset made for
+one value per sequence, right only for the first sequence of a decode: such a model gets one
+document per decode.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import llama_cpp as llama
 from server.core.engine import EngineError
 from server.core.llama.model import Vocabulary
 from server.core.llama.native import quiet_llama_logs
+from server.core.llama.rerank import has_rank_head, rerank_tokens
 from server.core.load_settings import LoadSettings
 from server.core.types import (
     EmbeddingsEvent,
@@ -72,9 +80,21 @@ class _Tokens:
 class Embedder:
     """Turns embedding requests into vectors; runs on the scheduler's worker thread."""
 
-    def __init__(self, vocabulary: Vocabulary, settings: LoadSettings, *, owns_model: bool):
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        settings: LoadSettings,
+        *,
+        owns_model: bool,
+        rank: bool = False,
+    ):
         self._vocabulary = vocabulary
+        self._settings = settings
         self._owns_model = owns_model  # a separate --embeddingsmodel: freed with the context
+        self._rank = rank  # scores documents against a query (see the module's docstring)
+        self._ranker: Embedder | None = None  # this model's rank context, made when first asked
+        headless = rank and not has_rank_head(vocabulary.path)
+        self._per_decode = 1 if headless else _PADDING_SEQUENCE
         model = vocabulary.model
         if llama.llama_model_has_encoder(model) and llama.llama_model_has_decoder(model):
             raise EngineError(f"{vocabulary.path}: encoder-decoder models cannot give embeddings")
@@ -130,7 +150,7 @@ class Embedder:
         params.n_seq_max = _SEQUENCES
         params.kv_unified = True
         params.embeddings = True
-        params.pooling_type = self._pooling()
+        params.pooling_type = llama.LLAMA_POOLING_TYPE_RANK if self._rank else self._pooling()
         params.n_threads = settings.thread_count
         params.n_threads_batch = settings.thread_count
         params.no_perf = True
@@ -150,7 +170,11 @@ class Embedder:
     def embed(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
-        """One EmbeddingsEvent (a unit vector per input, in order), then the outcome."""
+        """One EmbeddingsEvent (a unit vector per input, in order; for a rank request a
+        score per document), then the outcome."""
+        if request.rank_query is not None and not self._rank:
+            yield from self._rank_context().embed(request, cancelled)
+            return
         started = time.perf_counter()
         try:
             inputs = [
@@ -175,7 +199,9 @@ class Embedder:
         """An input's tokens: text with the model's special tokens (BOS, and EOS/SEP where
         the vocabulary adds one), token ids as given; cut to the capacity if allowed."""
         vocabulary = self._vocabulary
-        if isinstance(item, str):
+        if self._rank and isinstance(item, str):
+            ids = rerank_tokens(vocabulary, request.rank_query or "", item)
+        elif isinstance(item, str):
             ids = vocabulary.tokenize(item, add_bos=True, parse_special=True)
         else:
             ids = list(item)
@@ -211,7 +237,7 @@ class Embedder:
         group: list[_Tokens] = []
         rows = 0
         for item in inputs:
-            full = len(group) == _PADDING_SEQUENCE or rows + len(item.ids) > self.capacity
+            full = len(group) == self._per_decode or rows + len(item.ids) > self.capacity
             if group and full:
                 yield group
                 group, rows = [], 0
@@ -244,7 +270,7 @@ class Embedder:
             pooled = llama.llama_get_embeddings_seq(self._context, sequence)
             if not pooled:
                 raise EngineError("llama.cpp returned no pooled embedding")
-            vectors.append(_unit(pooled[: self.size]))
+            vectors.append((float(pooled[0]),) if self._rank else _unit(pooled[: self.size]))
         return vectors
 
     def _put(self, row: int, token: int, position: int, sequence: int) -> None:
@@ -264,10 +290,17 @@ class Embedder:
             prompt_seconds=time.perf_counter() - started,
         )
 
+    def _rank_context(self) -> Embedder:
+        if self._ranker is None:
+            self._ranker = Embedder(self._vocabulary, self._settings, owns_model=False, rank=True)
+        return self._ranker
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._ranker is not None:  # its context uses the model: freed first
+            self._ranker.close()
         llama.llama_batch_free(self._batch)
         llama.llama_free(self._context)
         if self._owns_model:

@@ -89,9 +89,8 @@ class LlamaCppEngine:
             loaded.slot_context,
             kobold_state_slots(settings.smartcache),
         )
-        self._samplers = SamplerFactory(
-            loaded.vocab, loaded.n_vocab, loaded.n_ctx, loaded.end_tokens
-        )
+        self.end_tokens = ends = tuple(loaded.end_tokens)  # EOG set: llama-server's ignore_eos
+        self._samplers = SamplerFactory(loaded.vocab, loaded.n_vocab, loaded.n_ctx, list(ends))
         self._batch = Batch(settings.batch_size, blocked=self._slots.blocked)
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []

@@ -34,7 +34,12 @@ import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
 from server.core.engine import EngineError, MediaError
-from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
+from server.core.types import (
+    MAX_DECODED_IMAGE_PIXELS,
+    MEDIA_MARKER,
+    GenerationRequest,
+    MediaInput,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +233,11 @@ class Projector:
         return np.ctypeslib.as_array(output, shape=(values,)).copy()
 
     def _bitmap(self, item: MediaInput, index: int) -> Any:
+        if item.width * item.height > MAX_DECODED_IMAGE_PIXELS:  # not scaled at the edge
+            raise MediaError(
+                f"media item {index + 1}: the image is {item.width}\u00d7{item.height} "
+                "pixels, too large to decode here"
+            )
         data = (ctypes.c_uint8 * len(item.data)).from_buffer_copy(item.data)
         bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(
             self._handle, data, len(item.data), False, self._options

@@ -14,6 +14,7 @@ import llama_cpp as llama
 from server.core.chat import ChatTemplate, ChatTemplateError
 from server.core.engine import EngineError
 from server.core.llama.devices import plan_placement
+from server.core.llama.infill import FimTokens, InfillRoom, infill_tokens
 from server.core.llama.load_options import (
     LOAD_MODES,
     ModelOverrides,
@@ -24,7 +25,7 @@ from server.core.llama.load_options import (
 from server.core.llama.lora import LoraAdapters
 from server.core.llama.native import ProgressReporter, Threadpool, quiet_llama_logs
 from server.core.load_settings import LoadSettings, ModelOptions, TemplateChoice
-from server.core.types import GenerationRequest
+from server.core.types import GenerationRequest, InfillParts
 from server.devices.backends import gpu_backends
 from server.devices.placement import Placement
 
@@ -244,6 +245,14 @@ class Vocabulary:
 
     def is_end(self, token: int) -> bool:
         return bool(llama.llama_vocab_is_eog(self.vocab, token))
+
+    def missing_fim_tokens(self) -> list[str]:
+        """The fill-in-the-middle roles (prefix, suffix, middle) this model has no token for."""
+        return FimTokens.of(self.vocab).missing()
+
+    def infill_prompt(self, parts: InfillParts, batch: int, generate: int, spm: bool) -> list[int]:
+        """llama-server's /infill prompt for one slot (server/core/llama/infill.py)."""
+        return infill_tokens(self, parts, InfillRoom(batch, self.slot_context, generate), spm=spm)
 
     def fit_to_context(self, request: GenerationRequest) -> tuple[int, list[int]]:
         """Clamp max_tokens and trim the prompt's front so both fit one slot; `memory` stays

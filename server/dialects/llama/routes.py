@@ -17,7 +17,7 @@ from server.dialects import lora
 from server.dialects.common import ChatPlan, new_id, tokens_without_bos
 from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import APIError, Dialect
-from server.dialects.llama import adapter
+from server.dialects.llama import adapter, infill, proxy_routes, rerank, stream_resume
 from server.dialects.llama.formatter import NativeCompletionWire
 from server.dialects.llama.schemas import (
     CompletionRequest,
@@ -30,12 +30,17 @@ from server.dialects.llama.schemas import (
     TokenizeRequest,
     TokenPiece,
 )
+from server.dialects.llama_extensions import with_end_token_bias
 from server.dialects.resumable import wants_resumable
 from server.dialects.routing import Served, json_route
 from server.dialects.serving import serve, whole_answers
 from server.dialects.thinking import template_thinks
 
 router = APIRouter(tags=["llama-server"])
+router.include_router(stream_resume.router)  # /v1/stream: X-Conversation-Id's resume and Stop
+router.include_router(proxy_routes.router)  # /cors-proxy: off, as llama-server without it
+router.include_router(infill.router)  # /infill: fill-in-the-middle with the model's FIM tokens
+router.include_router(rerank.router)  # /v1/rerank and its spellings, with --rerank
 OPENAI = Dialect.OPENAI
 RequireKey = key_required(OPENAI)
 
@@ -127,6 +132,7 @@ def _plan(
     plan = adapter.completion_plan(
         body, prompt, new_id("cmpl-"), served.model.tokenizer, served.settings.defaultgenamt
     )
+    plan = with_end_token_bias(plan, served.model.tokenizer)  # ignore_eos, as reported
     return lora.with_lora(plan, body.lora, served.settings, OPENAI)
 
 

@@ -278,7 +278,7 @@ def responses_plan(body: ResponsesRequest, options: ChatOptions) -> ChatPlan:
     ]
     text_format = (body.text or {}).get("format")
     options = replace(options, template=options.template.with_kwargs(body.chat_template_kwargs))
-    return plan_chat(
+    plan = plan_chat(
         options,
         Dialect.OPENAI,
         messages=responses_messages(body),
@@ -293,3 +293,5 @@ def responses_plan(body: ResponsesRequest, options: ChatOptions) -> ChatPlan:
             template_kwargs=body.chat_template_kwargs or {},
         ),
     )
+    progress = body.stream and body.return_progress
+    return replace(plan, generation=replace(plan.generation, report_progress=progress))

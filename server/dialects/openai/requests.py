@@ -205,6 +205,10 @@ class ResponsesRequest(OpenAIBase):
     chat_template_kwargs: dict[str, Any] | None = None
     stream: bool = False
     stream_options: OpenAIStreamOptions | None = None  # Hearth reads `resumable` only
+    # llama-server extras, as on chat: `timings` on each text delta; streamed,
+    # `response.in_progress` events with `prompt_progress` while the prompt is read.
+    timings_per_token: bool = False
+    return_progress: bool = False
     # KoboldCpp extras
     top_k: Annotated[OptionalTopK, Samples("top_k")] = None
     seed: Annotated[int | None, Samples("seed")] = None

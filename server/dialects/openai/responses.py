@@ -4,12 +4,16 @@ Its stream names every event and ends with `response.completed` even when cut of
 `incomplete_details` saying so, since the SDK's `get_final_response()` accepts nothing else;
 a failure is its own `error` event, then `response.failed`. A thinking model's thought is a
 `reasoning` item before the message (`response.reasoning_text.delta` events while it streams).
+llama-server's telemetry as it sends it here: with `return_progress`, `response.in_progress`
+events with `prompt_progress` while the prompt is read; with `timings_per_token`, `timings` on
+each text delta; always `timings` beside `response` in `response.completed`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from sse_starlette import ServerSentEvent
 
@@ -21,9 +25,10 @@ from server.core.tool_stream import (
     ToolCallDone,
     ToolCallStart,
 )
-from server.core.types import FinishReason, GenerationOutcome
+from server.core.types import FinishReason, GenerationOutcome, Progress
 from server.dialects.common import ChatAnswer
 from server.dialects.errors import Dialect
+from server.dialects.llama_extensions import ReplyClock, prompt_progress, timings
 from server.dialects.openai.requests import ResponsesRequest
 from server.dialects.openai.schemas import (
     ArgumentsDeltaEvent,
@@ -62,8 +67,11 @@ class ResponsesWire(SSEFormat):
 
     dialect = Dialect.OPENAI
 
-    def __init__(self, response_id: str, model: str, body: ResponsesRequest) -> None:
+    def __init__(
+        self, response_id: str, model: str, body: ResponsesRequest, timings_per_token: bool = False
+    ) -> None:
         self._id = response_id
+        self._clock = ReplyClock() if timings_per_token else None
         self._message_id = "msg_" + response_id.removeprefix("resp_")
         self._model = model
         self._body = body
@@ -164,13 +172,14 @@ class ResponsesWire(SSEFormat):
             "status": status,
         }
 
-    def _lifecycle(self, kind: str, response: ResponseObject) -> ServerSentEvent:
+    def _lifecycle(self, kind: str, response: ResponseObject, **extra: Any) -> ServerSentEvent:
+        """A lifecycle event; `extra`: llama-server's telemetry beside the response."""
         event: ResponseLifecycleEvent = {
             "type": kind,
             "sequence_number": self._next_number(),
             "response": response,
         }
-        return sse_typed(event)
+        return sse_typed({**event, **extra})
 
     def _item_event(self, kind: str, output_index: int, item: OutputItem) -> ServerSentEvent:
         event: ItemEvent = {
@@ -195,11 +204,11 @@ class ResponsesWire(SSEFormat):
             case ReasoningDelta(text=text):
                 opened = self._open_thought() if self._thought_index is None else []
                 return [*self._close_message(), *opened, self._thought_delta(text)]
-            case TextDelta(text=text):
+            case TextDelta(text=text, token_ids=ids):
                 closed = self._close_thought()
                 opened = self._open_message() if self._message_index is None else []
                 assert self._message_index is not None
-                return [*closed, *opened, self._text_delta(self._message_index, text)]
+                return [*closed, *opened, self._text_delta(self._message_index, text, len(ids))]
             case ToolCallStart():
                 closed = [*self._close_thought(), *self._close_message()]
                 return [*closed, self._start_call(item)]
@@ -218,7 +227,16 @@ class ResponsesWire(SSEFormat):
         closed = self._close_message()
         output = [item for item in self._output if item is not None]
         response = self._response("completed", output, outcome, answer.reasoning_tokens)
-        return [*thought, *opened, *closed, self._lifecycle("response.completed", response)]
+        completed = self._lifecycle("response.completed", response, timings=timings(outcome))
+        return [*thought, *opened, *closed, completed]
+
+    def progress(self, progress: Progress) -> list[ServerSentEvent]:
+        """llama-server's `return_progress`: how far the prompt is read, in_progress."""
+        if self._clock is not None:
+            self._clock.read(progress)
+        started = self._response("in_progress", [])
+        reading = prompt_progress(progress)
+        return [self._lifecycle("response.in_progress", started, prompt_progress=reading)]
 
     def _open_thought(self) -> list[ServerSentEvent]:
         index = self._thought_index = len(self._output)
@@ -291,7 +309,7 @@ class ResponsesWire(SSEFormat):
         }
         return sse_typed(event)
 
-    def _text_delta(self, index: int, text: str) -> ServerSentEvent:
+    def _text_delta(self, index: int, text: str, tokens: int) -> ServerSentEvent:
         self._message_parts.append(text)
         event: TextDeltaEvent = {
             "type": "response.output_text.delta",
@@ -302,7 +320,9 @@ class ResponsesWire(SSEFormat):
             "delta": text,
             "logprobs": [],
         }
-        return sse_typed(event)
+        if self._clock is None:
+            return sse_typed(event)
+        return sse_typed({**event, "timings": self._clock.after(tokens)})
 
     def _close_message(self) -> list[ServerSentEvent]:
         if self._message_index is None:

@@ -96,7 +96,9 @@ def chat_completions(body: OpenAIChatRequest, served: Served) -> Generation:
 @generation_route(router, "/v1/responses", ResponsesRequest, ResponseObject, OPENAI)
 def responses(body: ResponsesRequest, served: Served) -> Generation:
     plan = adapter.responses_plan(body, served.chat_options("resp_"))
-    wire = ResponsesWire(plan.generation.request_id, served.model.name, body)
+    wire = ResponsesWire(
+        plan.generation.request_id, served.model.name, body, body.timings_per_token
+    )
     resumable = body.stream_options is not None and body.stream_options.resumable
     return Generation(plan, wire, body.stream, resumable=resumable)
 
@@ -130,6 +132,9 @@ generation_route(llama_server_router, "/completions", OpenAICompletionRequest, C
 generation_route(
     llama_server_router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI
 )(chat_completions)
+generation_route(llama_server_router, "/responses", ResponsesRequest, ResponseObject, OPENAI)(
+    responses
+)
 json_route(
     llama_server_router,
     "/chat/completions/input_tokens",

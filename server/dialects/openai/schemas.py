@@ -299,6 +299,10 @@ class ResponseEvent(TypedDict):
 
 class ResponseLifecycleEvent(ResponseEvent):
     response: ResponseObject
+    # llama-server's, beside `response`: its figures in `response.completed`; how far the
+    # prompt is read in `response.in_progress` (`return_progress`).
+    timings: NotRequired[Timings]
+    prompt_progress: NotRequired[PromptProgress]
 
 
 class ItemEvent(ResponseEvent):
@@ -319,6 +323,7 @@ class TextDeltaEvent(ResponseEvent):
     content_index: int
     delta: str
     logprobs: list[Any]
+    timings: NotRequired[Timings | PredictedTimings]  # llama-server's, `timings_per_token`
 
 
 class TextDoneEvent(ResponseEvent):

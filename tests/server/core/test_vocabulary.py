@@ -37,3 +37,18 @@ def test_a_model_card_plans_as_the_loaded_engine_does(hearth: RunningServer) -> 
         card.check_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
     finally:
         card.close()
+
+
+def test_the_card_and_the_engine_name_the_same_end_tokens(hearth: RunningServer) -> None:
+    """llama-server's `ignore_eos` report: the end-of-generation tokens, from a vocab-only
+    card as from the loaded engine (Gemma 3: <eos> and <end_of_turn> among them)."""
+    card = ModelCard.load(resolve_model_path(None), context_size=4096, slots=1)
+    try:
+        body = {"prompt": "Hi", "n_predict": 1, "ignore_eos": True}
+        answer = httpx.post(f"{hearth.base_url}/completion", json=body, timeout=60).json()
+        reported = [entry["token"] for entry in answer["generation_settings"]["logit_bias"]]
+        assert reported == list(card.end_tokens)
+        assert {1, 106} <= set(card.end_tokens)  # <eos>, <end_of_turn>
+        assert {entry["bias"] for entry in answer["generation_settings"]["logit_bias"]} == {None}
+    finally:
+        card.close()

@@ -102,7 +102,7 @@ def test_queue_gauges_503_abort_and_disconnect(metered: RunningServer) -> None:
 
 def test_off_unless_asked_for(hearth: RunningServer) -> None:
     response = httpx.get(f"{hearth.base_url}/metrics")
-    assert response.status_code == 404
+    assert response.status_code == 501
     assert "--metrics" in response.json()["error"]["message"]
 
 

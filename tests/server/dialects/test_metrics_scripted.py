@@ -131,14 +131,14 @@ def test_a_client_leaving_mid_stream_counts_a_disconnect(serve_engine: Serve) ->
     assert scrape(base_url).value("hearth_aborts_total") == 0
 
 
-def test_without_metrics_the_route_is_a_404_saying_how_to_turn_it_on(
+def test_without_metrics_the_route_is_llama_servers_501_saying_how_to_turn_it_on(
     serve_engine: Serve,
 ) -> None:
     server = serve_engine(ScriptedEngine())
     response = httpx.get(f"{server.base_url}/metrics")
-    assert response.status_code == 404
+    assert response.status_code == 501
     error = response.json()["error"]
-    assert "--metrics" in error["message"] and error["type"] == "invalid_request_error"
+    assert "--metrics" in error["message"] and error["type"] == "not_supported_error"
 
 
 @pytest.mark.parametrize("header", ["Authorization", "x-api-key"])

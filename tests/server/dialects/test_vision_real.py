@@ -9,6 +9,7 @@ dialect's shape, and an image sent to a server without a projector too."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,7 +18,7 @@ import ollama
 import openai
 import pytest
 
-from tests.support.media_bytes import wav_bytes
+from tests.support.media_bytes import huge_png, jpeg_bytes, wav_bytes
 from tests.support.projector_gguf import media_tokens_per_image, png_bytes
 from tests.support.servers import RunningServer
 
@@ -246,6 +247,65 @@ def test_bad_media_is_a_400_in_each_dialects_shape(seeing: RunningServer) -> Non
             ],  # type: ignore[list-item]
         )
     assert gpt(seeing).models.list()  # the server serves on
+
+
+@pytest.mark.model
+def test_a_prompt_with_an_image_too_long_for_the_context_is_a_400(seeing: RunningServer) -> None:
+    """A text prompt is cut to fit (KoboldCpp's way); one with an image cannot be cut through
+    the image, so the client hears that it sent too much, as a 400 (it was a 500)."""
+    words = {"type": "text", "text": "apple river stone cloud " * 700}  # ~2800 tokens of 2048
+    with pytest.raises(openai.BadRequestError, match="more than the 2048 of the context"):
+        openai_ask(seeing, words, image_part(RED))
+    assert openai_ask(seeing, image_part(RED)).choices[0].message is not None
+
+
+def peak_memory(server: RunningServer) -> int:
+    """The server process's peak resident memory so far, in bytes (Linux's VmHWM)."""
+    assert server.process is not None
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.model
+def test_a_20000_pixel_square_image_is_scaled_down_in_bounded_memory(
+    seeing: RunningServer,
+) -> None:
+    """1.2 MB of PNG that decode to 1.2 GB of RGB: scaled down a strip at a time, read as the
+    same picture as a small one of its colour, and the server's peak memory grows by a small
+    part of what decoding it whole would take. A 20000 x 20000 JPEG is taken too."""
+    huge = base64.b64encode(huge_png(20000, 20000, RED)).decode()
+    before = peak_memory(seeing)
+    answer = openai_ask(
+        seeing,
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{huge}"}},
+        logprobs=True,
+        top_logprobs=5,
+    )
+    grown = peak_memory(seeing) - before
+    assert grown < 20000 * 20000 * 3 // 4, f"peak memory grew by {grown:,} bytes"
+    small_red = first_top(openai_ask(seeing, image_part(RED), logprobs=True, top_logprobs=5))
+    small_blue = first_top(openai_ask(seeing, image_part(BLUE), logprobs=True, top_logprobs=5))
+    seen = first_top(answer)
+    assert seen.keys() == small_red.keys() and seen != small_blue
+    assert all(abs(seen[token] - small_red[token]) < 1e-2 for token in seen)
+    jpeg = base64.b64encode(jpeg_bytes(20000, 20000)).decode()
+    read = claude(seeing).messages.create(
+        model="any",
+        max_tokens=2,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/jpeg", "data": jpeg},
+                    }
+                ],
+            }
+        ],  # type: ignore[list-item]
+    )
+    assert read.usage.input_tokens >= PER_IMAGE
 
 
 @pytest.mark.model
