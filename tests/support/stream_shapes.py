@@ -124,6 +124,7 @@ _ANSWER_SHAPES: dict[str, Any] = {
 for _shapes in (_SSE_SHAPES, _ANSWER_SHAPES):
     _shapes["/completions"] = _shapes["/v1/completions"]
     _shapes["/chat/completions"] = _shapes["/v1/chat/completions"]
+    _shapes["/responses"] = _shapes["/v1/responses"]
 
 
 def answer_problem(path: str, text: str) -> str | None:
