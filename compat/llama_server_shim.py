@@ -52,6 +52,7 @@ HEARTH_VALUE_FLAGS = {
     "-ctv": "--cache-type-v",
     "--spec-type": "--spec-type",
     "--cors-origins": "--cors-origins",  # the same flag (server/dialects/cors.py)
+    "--sleep-idle-seconds": "--sleep-idle-seconds",  # the same flag (model_lifecycle.py)
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {

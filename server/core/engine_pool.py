@@ -82,6 +82,9 @@ class EnginePool:
         # they held went with them).
         self._caches_prompts = isinstance(first, CachesPrompts)
         self._unloaded_prompt_cache = PromptCacheStats()
+        # The bounds (--cacheram, --cachedisk) of the last engine closed: with none loaded
+        # (asleep), /metrics still shows the bound the next one loads with.
+        self._bounds_when_none = PromptCacheStats()
         self._only_one = False  # a pool of one (`of_one`): no catalog to load from
 
     @classmethod
@@ -106,6 +109,11 @@ class EnginePool:
     def loaded_names(self) -> list[str]:
         return list(self._loaded)
 
+    @property
+    def can_unload(self) -> bool:
+        """False for a pool of one: nothing could load its engine again."""
+        return not self._only_one
+
     def add(self, name: str, path: Path) -> None:
         """A model that joined the catalog while serving (a finished /api/pull)."""
         self._paths[name] = path
@@ -128,7 +136,10 @@ class EnginePool:
             self._close(old_name, old)
         self.loading = name
         try:
-            engine = self._loader(path)
+            # Listed before `loading` clears: a reader sees it loading, then loaded (never
+            # neither: /models would say unloaded, /props asleep).
+            self._loaded[name] = self._loader(path)
+            self._current_name = name
         except Exception as exc:
             # Whatever the loader raised (a file deleted or cut short since it was listed is an
             # OSError or a GGUF error, not an EngineError): this job fails, the others go on.
@@ -138,8 +149,6 @@ class EnginePool:
             raise EngineError(f"{path}: could not load the model: {exc}") from exc
         finally:
             self.loading = None
-        self._loaded[name] = engine
-        self._current_name = name
 
     def embeds_apart(self, request: GenerationRequest) -> bool:
         """An embedding request that the separate embeddings model serves: it needs no chat
@@ -182,8 +191,10 @@ class EnginePool:
         if isinstance(engine, CountsDecodes):
             self._unloaded_decodes = self._unloaded_decodes.plus(engine.decode_counts)
         if isinstance(engine, CachesPrompts):
-            self._unloaded_prompt_cache = _counters_only(engine.prompt_cache_stats()).plus(
-                self._unloaded_prompt_cache
+            stats = engine.prompt_cache_stats()
+            self._unloaded_prompt_cache = _counters_only(stats).plus(self._unloaded_prompt_cache)
+            self._bounds_when_none = PromptCacheStats(
+                max_bytes=stats.max_bytes, disk_max_bytes=stats.disk_max_bytes
             )
         engine.close()
 
@@ -257,9 +268,12 @@ class EnginePool:
         if not self._caches_prompts:
             return None
         total = self._unloaded_prompt_cache
+        engines = list(self._loaded.values())
+        if not engines:
+            return total.plus(self._bounds_when_none)
         # A cast, not an isinstance: the engines are of one kind, and checking a runtime
         # Protocol would cost more than the rest (perf's snapshot is taken at every admission).
-        for engine in list(self._loaded.values()):
+        for engine in engines:
             total = total.plus(cast(CachesPrompts, engine).prompt_cache_stats())
         return total
 

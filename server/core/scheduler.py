@@ -95,15 +95,19 @@ class Scheduler:
         max_pending_events: int = DEFAULT_MAX_PENDING_EVENTS,
         default_seed: int = -1,
         owner_share: int = 0,
+        sleep_idle_seconds: float = -1,
     ) -> None:
         """`multiuser`: KoboldCpp's --multiuser (requests in flight, the running ones
-        counted); `owner_share`: --multiuserperkey, the most one owner may have (0: any)."""
+        counted); `owner_share`: --multiuserperkey, the most one owner may have (0: any);
+        `sleep_idle_seconds`: llama-server's, every model closed after that long without work
+        (negative: never)."""
         # The one place a bare engine is told apart: from here on, the models are a pool.
         pool = engine if isinstance(engine, EnginePool) else EnginePool.of_one(engine)
         slots = pool.parallel_slots
         self._max_pending = max_pending_events
         self._queue = RequestQueue(slots, waiting_places(multiuser, slots), owner_share)
-        self._worker = Worker(self._queue, ModelLifecycle(pool), default_seed, on_finished)
+        self._models = ModelLifecycle(pool, sleep_idle_seconds)
+        self._worker = Worker(self._queue, self._models, default_seed, on_finished)
         self._observer = Observer(self._queue, pool)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -245,6 +249,16 @@ class Scheduler:
 
     def snapshot(self) -> QueueSnapshot:
         return self._observer.snapshot()
+
+    @property
+    def sleeping(self) -> bool:
+        """--sleep-idle-seconds closed the models and no request has woken them yet."""
+        return self._models.sleeping
+
+    @property
+    def slept_models(self) -> frozenset[str]:
+        """The models the sleep closed (empty once a request loads one again)."""
+        return self._models.slept
 
     def slot_tokens(self) -> list[int]:
         return self._observer.slot_tokens()

@@ -78,6 +78,7 @@ LLAMA_SERVER_PATHS = frozenset(
     | {"/health", "/props", "/completion", "/slots", "/metrics", "/embeddings"}
     | {"/chat/completions/input_tokens", "/responses/input_tokens", "/lora-adapters"}
     | {"/infill", "/rerank", "/reranking", "/cors-proxy", "/responses"}
+    | {"/models", "/models/load", "/models/unload"}
 )
 
 

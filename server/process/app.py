@@ -53,6 +53,7 @@ from server.dialects.rate_limit import (
 )
 from server.dialects.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
 from server.dialects.resumable import router as resumable_router
+from server.dialects.sleep_wake import WakeOnUseMiddleware
 from server.dialects.streaming import ClientDisconnectedError, client_gone_handler
 from server.process.console import RequestLog
 from server.settings.config import HearthSettings
@@ -88,6 +89,7 @@ def create_app(
         max_pending_events=max_pending_events,
         default_seed=settings.seed,
         owner_share=settings.multiuserperkey,
+        sleep_idle_seconds=settings.sleep_idle_seconds,
     )
 
     @asynccontextmanager
@@ -155,6 +157,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ClientDisconnectedError, client_gone_handler)
     app.add_exception_handler(RateLimitedError, rate_limited_handler)  # with Retry-After
     app.add_middleware(RateLimitMiddleware)
+    app.add_middleware(WakeOnUseMiddleware)  # --sleep-idle-seconds: what wakes the model
     # Browsers may call the API straight from a page (hosted APIs often refuse this), from
     # the pages --cors-origins names (server/dialects/cors.py).
     origins = app.state.settings.cors_origin_list()

@@ -26,6 +26,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "modeldir": ("--modeldir",),
     "defaultmodel": ("--defaultmodel",),
     "maxloadedmodels": ("--maxloadedmodels",),
+    "sleep_idle_seconds": ("--sleep-idle-seconds",),  # llama-server's flag
     "admin": ("--admin",),
     "admindir": ("--admindir",),
     "adminpassword": ("--adminpassword",),
@@ -144,6 +145,7 @@ _METAVARS = {
     "embeddingsmodel": "FILE",
     "rpc": "HOST:PORT[,HOST:PORT]",
     "resumegrace": "SECONDS",
+    "sleep_idle_seconds": "SECONDS",
     "cacheram": "MiB",
     "smartcache": "N",
     "cachedir": "DIR",

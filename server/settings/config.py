@@ -64,6 +64,14 @@ class HearthSettings(
     maxloadedmodels: int = Field(
         default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
     )
+    # llama-server's --sleep-idle-seconds: the memory back while nobody asks for anything.
+    sleep_idle_seconds: float = Field(
+        default=-1,
+        ge=-1,
+        le=31_536_000,
+        description="Unload the models after this many seconds without a request (sleep); the "
+        "next request loads them again (-1: never).",
+    )
     # KoboldCpp's --embeddingsmodel: embedding requests use this GGUF instead of the chat model.
     embeddingsmodel: str | None = Field(
         default=None,

@@ -17,7 +17,14 @@ from server.dialects import lora
 from server.dialects.common import ChatPlan, new_id, tokens_without_bos
 from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import APIError, Dialect
-from server.dialects.llama import adapter, infill, proxy_routes, rerank, stream_resume
+from server.dialects.llama import (
+    adapter,
+    infill,
+    proxy_routes,
+    rerank,
+    router_routes,
+    stream_resume,
+)
 from server.dialects.llama.formatter import NativeCompletionWire
 from server.dialects.llama.schemas import (
     CompletionRequest,
@@ -41,6 +48,7 @@ router.include_router(stream_resume.router)  # /v1/stream: X-Conversation-Id's r
 router.include_router(proxy_routes.router)  # /cors-proxy: off, as llama-server without it
 router.include_router(infill.router)  # /infill: fill-in-the-middle with the model's FIM tokens
 router.include_router(rerank.router)  # /v1/rerank and its spellings, with --rerank
+router.include_router(router_routes.router)  # /models, /models/load, /models/unload
 OPENAI = Dialect.OPENAI
 RequireKey = key_required(OPENAI)
 
@@ -73,6 +81,7 @@ async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfo
         "build_info": f"Hearth {__version__}",
         "backend": placement.backend if placement.gpu_layers else "CPU",
         "device": placement.device,
+        "is_sleeping": scheduler.sleeping,  # --sleep-idle-seconds: reading it never wakes
     }
 
 

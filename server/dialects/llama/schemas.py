@@ -66,6 +66,7 @@ class Props(TypedDict):
     build_info: str
     backend: str
     device: str | None
+    is_sleeping: bool  # --sleep-idle-seconds unloaded the model; the next request loads it
 
 
 # A prompt as llama-server takes it: text, token ids, text and ids mixed, or an object with

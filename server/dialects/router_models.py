@@ -1,0 +1,73 @@
+"""The state of each model a server can serve, as llama-server's router lists it.
+
+llama-server in router mode lists its models at GET /models, each with a `status` whose
+`value` says where it stands: `loaded`, `loading`, `unloaded`, or `sleeping` (its
+--sleep-idle-seconds put it away; the next request wakes it). Hearth's models are those of its
+catalog (--modeldir, else the one served) and their states come from the scheduler's pool,
+read without touching an engine, so asking never loads or wakes anything. Top level, so any
+dialect's listing may show the same states.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from typing_extensions import TypedDict
+
+from server.core.scheduler import Scheduler
+
+ModelState = Literal["loaded", "loading", "unloaded", "sleeping"]
+
+
+class ModelStatus(TypedDict):
+    value: ModelState
+
+
+class RouterModelEntry(TypedDict):
+    """One model of GET /models, in llama-server's router shape (its OpenAI fields first)."""
+
+    id: str
+    object: Literal["model"]
+    owned_by: str
+    created: int  # the GGUF file's modification time (0 for a stand-in engine)
+    aliases: list[str]
+    tags: list[str]
+    status: ModelStatus
+
+
+class RouterModelList(TypedDict):
+    object: Literal["list"]
+    data: list[RouterModelEntry]
+
+
+def model_states(scheduler: Scheduler) -> dict[str, ModelState]:
+    """The state of every model that is not merely unloaded, by pool name (any thread)."""
+    snapshot = scheduler.snapshot()
+    states: dict[str, ModelState] = dict.fromkeys(scheduler.slept_models, "sleeping")
+    states.update(dict.fromkeys(snapshot.loaded_models, "loaded"))
+    if snapshot.loading_model is not None:
+        states[snapshot.loading_model] = "loading"
+    return states
+
+
+def router_entry(name: str, path: Path | None, states: dict[str, ModelState]) -> RouterModelEntry:
+    return {
+        "id": name,
+        "object": "model",
+        "owned_by": "hearth",
+        "created": _modified(path),
+        "aliases": [],
+        "tags": [],
+        "status": {"value": states.get(name, "unloaded")},
+    }
+
+
+def _modified(path: Path | None) -> int:
+    """The file's modification time (a stat, no read); 0 without a file or when it is gone."""
+    if path is None:
+        return 0
+    try:
+        return int(path.stat().st_mtime)
+    except OSError:
+        return 0
