@@ -170,7 +170,7 @@ class EmbeddingRoute:
             keep_alive=keep_alive,
         )
         job = self._submit(generation, info)
-        event, outcome = await unless_disconnected(self.request, _embeddings_of(self, job))
+        event, outcome = await unless_disconnected(self.request, embeddings_of(self.scheduler, job))
         self._raise_if_failed(outcome)
         if event is None:  # pragma: no cover - the engine contract: vectors before success
             raise APIError(500, "the model gave no embeddings", ErrorKind.SERVER, self.dialect)
@@ -221,11 +221,13 @@ def check_inputs(inputs: Sequence[EmbedInput], dialect: Dialect) -> None:
             raise APIError(400, f"input[{index}] is empty", dialect=dialect)
 
 
-async def _embeddings_of(
-    route: EmbeddingRoute, job: Job
+async def embeddings_of(
+    scheduler: Scheduler, job: Job
 ) -> tuple[EmbeddingsEvent | None, GenerationOutcome]:
+    """An embedding job's vectors (None if it gave none) and its outcome (rerank's scores
+    too)."""
     event: EmbeddingsEvent | None = None
-    async for item in route.scheduler.events(job):
+    async for item in scheduler.events(job):
         if isinstance(item, EmbeddingsEvent):
             event = item
         elif isinstance(item, GenerationOutcome):

@@ -23,11 +23,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from server.core.job import Job
-from server.core.types import EmbeddingsEvent, FinishReason, GenerationOutcome, GenerationRequest
+from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 from server.dialects.admission import on_model, submit
 from server.dialects.common import new_id
-from server.dialects.embeddings import MAX_INPUTS, EmbeddingRoute
+from server.dialects.embeddings import MAX_INPUTS, EmbeddingRoute, embeddings_of
 from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.llama.infill import not_supported
 from server.dialects.llama.schemas import LlamaBase
@@ -123,21 +122,11 @@ async def _scores(
     if info is not None:
         generation = on_model(info, generation)
     job = submit(served.scheduler, info or served.model, generation, OPENAI)
-    event, outcome = await unless_disconnected(served.request, _ranked(served, job))
+    event, outcome = await unless_disconnected(served.request, embeddings_of(served.scheduler, job))
     _raise_if_failed(outcome)
     if event is None:  # pragma: no cover - the engine contract: scores before success
         raise APIError(500, "the model gave no scores", ErrorKind.SERVER, OPENAI)
     return [vector[0] for vector in event.vectors], sum(event.token_counts), name
-
-
-async def _ranked(served: Served, job: Job) -> tuple[EmbeddingsEvent | None, GenerationOutcome]:
-    event: EmbeddingsEvent | None = None
-    async for item in served.scheduler.events(job):
-        if isinstance(item, EmbeddingsEvent):
-            event = item
-        elif isinstance(item, GenerationOutcome):
-            return event, item
-    raise RuntimeError("job ended without an outcome")  # pragma: no cover - engine contract
 
 
 def _raise_if_failed(outcome: GenerationOutcome) -> None:
