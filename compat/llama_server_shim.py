@@ -53,6 +53,8 @@ HEARTH_VALUE_FLAGS = {
     "--spec-type": "--spec-type",
     "--cors-origins": "--cors-origins",  # the same flag (server/dialects/cors.py)
     "--sleep-idle-seconds": "--sleep-idle-seconds",  # the same flag (model_lifecycle.py)
+    "--alias": "--alias",  # the same flags (server/dialects/model_choice.py)
+    "--tags": "--tags",
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {
@@ -61,6 +63,7 @@ HEARTH_SWITCHES = {
     "--verbose": "--verbose",
     "--rerank": "--rerank",  # /v1/rerank (server/dialects/llama/rerank.py)
     "--reranking": "--reranking",
+    "--no-slots": "--no-slots",  # /slots off: llama-server's 501
 }
 # llama-server's `--n-predict -1` (until the context is full) as Hearth's largest default length.
 HEARTH_UNLIMITED_PREDICT = "16384"

@@ -375,10 +375,11 @@ def failure_message(outcome: GenerationOutcome) -> str:
 
 
 def tokens_without_bos(tokenizer: Tokenizer, text: str, special: bool = True) -> list[int]:
-    """`text`'s tokens without the BOS the tokenizer adds for a model that wants one."""
-    ids = tokenizer.tokenize(text, special=special)
-    bos = tokenizer.tokenize("", special=special)
-    return ids[len(bos) :] if bos and ids[: len(bos)] == bos else ids
+    """`text`'s tokens without the BOS before them and EOS (or SEP) after, where added."""
+    ids, added = tokenizer.tokenize(text, special=special), tokenizer.tokenize("", special=special)
+    before = next(n for n in range(len(added), -1, -1) if ids[:n] == added[:n])  # BOS, usually
+    end = len(ids) - (len(added) - before)  # what the vocabulary adds after: EOS or SEP
+    return ids[before:end] if ids[end:] == added[before:] else ids[before:]
 
 
 def with_penalty_window(sampling: SamplingParams, last_n: int | None) -> SamplingParams:

@@ -79,6 +79,7 @@ LLAMA_SERVER_PATHS = frozenset(
     | {"/chat/completions/input_tokens", "/responses/input_tokens", "/lora-adapters"}
     | {"/infill", "/rerank", "/reranking", "/cors-proxy", "/responses"}
     | {"/models", "/models/load", "/models/unload"}
+    | {"/predict"}  # Vertex AI's prediction route (AIP_PREDICT_ROUTE may move it)
 )
 
 

@@ -50,6 +50,10 @@ class ModelChoice:
     # What each model file takes besides text ("vision", "audio"): the model --mmproj's
     # projector was loaded for; every other model, text alone.
     modalities: dict[Path, frozenset[str]] = field(default_factory=dict)
+    # llama-server's --alias and --tags for the served model: its other names (sorted; the
+    # first is its public id) and labels. Its catalog name stays the engine pool's key.
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def only(cls, info: ModelInfo) -> ModelChoice:
@@ -79,6 +83,28 @@ class ModelChoice:
             return self.sole.name, self.sole.path
         entry = self._entry(requested, loaded, dialect)
         return entry.name, entry.path
+
+    def label_served(self, aliases: list[str], tags: list[str]) -> None:
+        """Give the served model --alias's names (a request may name it by any) and --tags."""
+        self.aliases, self.tags = tuple(aliases), tuple(tags)
+        if self.sole is None and self.catalog.entries:
+            served = self.catalog.entries[0].name
+            self.catalog.aliases.update((alias.lower(), served) for alias in aliases)
+
+    def public_name(self, name: str) -> str:
+        """The name the listings and /props give a model: the served one's first alias."""
+        return self.aliases[0] if self.aliases and name == self._served_name() else name
+
+    def labels(self, name: str) -> tuple[list[str], list[str]]:
+        """(aliases, tags) of a listed model: --alias and --tags for the served one."""
+        if name != self._served_name():
+            return [], []
+        return list(self.aliases), list(self.tags)
+
+    def _served_name(self) -> str | None:
+        if self.sole is not None:
+            return self.sole.name
+        return self.catalog.entries[0].name if self.catalog.entries else None
 
     def listed(self) -> list[tuple[str, Path | None]]:
         """(name, file) of each model the listing endpoints name."""

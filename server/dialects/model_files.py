@@ -24,6 +24,12 @@ def listed_models(request: Request) -> list[tuple[str, Path | None]]:
     return choice.listed()
 
 
+def public_models(request: Request) -> list[tuple[str, Path | None]]:
+    """listed_models under the names clients see: the served model's first --alias."""
+    choice: ModelChoice = request.app.state.model_choice
+    return [(choice.public_name(name), path) for name, path in choice.listed()]
+
+
 async def read_model_file(path: Path | None, with_digest: bool) -> tuple[GGUFSummary, str] | None:
     """A GGUF's header (and SHA-256; "" without `with_digest`), read off the event loop: the
     first digest hashes the whole file, later ones come from the cache. None for a scripted

@@ -16,6 +16,7 @@ from typing import Literal
 from typing_extensions import TypedDict
 
 from server.core.scheduler import Scheduler
+from server.dialects.model_choice import ModelChoice
 
 ModelState = Literal["loaded", "loading", "unloaded", "sleeping"]
 
@@ -51,14 +52,18 @@ def model_states(scheduler: Scheduler) -> dict[str, ModelState]:
     return states
 
 
-def router_entry(name: str, path: Path | None, states: dict[str, ModelState]) -> RouterModelEntry:
+def router_entry(
+    name: str, path: Path | None, states: dict[str, ModelState], choice: ModelChoice
+) -> RouterModelEntry:
+    """`name`: the catalog's (the pool's key); the entry shows the public one (--alias)."""
+    aliases, tags = choice.labels(name)
     return {
-        "id": name,
+        "id": choice.public_name(name),
         "object": "model",
         "owned_by": "hearth",
         "created": _modified(path),
-        "aliases": [],
-        "tags": [],
+        "aliases": aliases,
+        "tags": tags,
         "status": {"value": states.get(name, "unloaded")},
     }
 

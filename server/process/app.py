@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,6 +33,7 @@ from server.dialects.kobold.admin import router as admin_router
 from server.dialects.kobold.embeddings import router as kobold_embeddings_router
 from server.dialects.kobold.routes import router as kobold_router
 from server.dialects.kobold.states import router as kobold_states_router
+from server.dialects.llama import gcp_routes
 from server.dialects.llama.routes import router as llama_router
 from server.dialects.llama.slot_routes import router as llama_slots_router
 from server.dialects.metrics import metrics_registry
@@ -111,6 +113,7 @@ def create_app(
     else:
         app.state.model_info = _engine_info(engine)
         model_choice = ModelChoice.only(app.state.model_info)
+    model_choice.label_served(settings.alias_list, settings.tag_list)  # --alias, --tags
     app.state.model_choice = model_choice
     app.state.keepalive_seconds = keepalive_seconds
     app.state.resumable_streams = ResumableStreams(
@@ -180,5 +183,6 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     )
     for router in (*routers, pages_router):
         app.include_router(router)
+    gcp_routes.install(app, os.environ)  # Vertex AI's /predict, with AIP_MODE=PREDICTION
     admin_live.install(app)  # the launcher's live view of requests (and who sent them)
     document_request_models(app)

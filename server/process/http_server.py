@@ -42,6 +42,29 @@ class HearthServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def listening_sockets(hosts: list[str], port: int) -> list[socket.socket] | None:
+    """Sockets bound to each of several addresses (llama-server's `--host a,b`), for
+    `HearthServer.run(sockets=...)`; None for one address, which uvicorn binds itself. With
+    several, `::` binds IPv6 alone, as llama-server says, so it may sit beside `0.0.0.0`."""
+    if len(hosts) < 2:
+        return None
+    bound: list[socket.socket] = []
+    try:
+        for host in hosts:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((host, port))
+    except OSError:
+        for sock in bound:
+            sock.close()
+        raise
+    return bound
+
+
 def http_server(
     app: FastAPI,
     host: str,

@@ -25,7 +25,7 @@ from server.models.projector_files import projector_beside
 from server.process.app import create_app
 from server.process.console import announce_start
 from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
-from server.process.http_server import http_server
+from server.process.http_server import http_server, listening_sockets
 from server.process.load_settings import TemplateSettingError, load_settings, template_choice
 from server.process.tls import TlsFiles
 from server.settings.config import HearthSettings
@@ -44,14 +44,15 @@ class StartFailed(Exception):
 def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
     """Load the model, serve until interrupted, and close the model before returning. `tls`:
     the HTTPS files the settings name, checked (server/process/tls.py)."""
-    if port_in_use(settings.listen_host, settings.port_param):
-        logger.error(
-            "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
-            "choose another with --port.",
-            settings.port_param,
-            settings.listen_host,
-        )
-        return EXIT_USAGE
+    for host in settings.listen_hosts:  # llama-server's --host takes several addresses
+        if port_in_use(host, settings.port_param):
+            logger.error(
+                "hearth: port %d on %s is already in use (another Hearth or KoboldCpp?); "
+                "choose another with --port.",
+                settings.port_param,
+                host,
+            )
+            return EXIT_USAGE
     try:
         key_ring = KeyRing.from_settings(settings)  # before the model: a bad key file stops
         reload_on_hangup(key_ring)  # SIGHUP re-reads it, and no longer ends the process
@@ -78,7 +79,8 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
                 engine.placement,
                 gpu_backends(),
             )
-            http_server(app, settings.listen_host, settings.port_param, tls=tls).run()
+            server = http_server(app, settings.listen_host, settings.port_param, tls=tls)
+            server.run(listening_sockets(settings.listen_hosts, settings.port_param))
     finally:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()

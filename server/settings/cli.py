@@ -26,6 +26,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "modeldir": ("--modeldir",),
     "defaultmodel": ("--defaultmodel",),
     "maxloadedmodels": ("--maxloadedmodels",),
+    "alias": ("--alias", "-a"),  # llama-server's flags
+    "tags": ("--tags",),
     "sleep_idle_seconds": ("--sleep-idle-seconds",),  # llama-server's flag
     "admin": ("--admin",),
     "admindir": ("--admindir",),
@@ -52,6 +54,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "quiet": ("--quiet",),
     "seed": ("--seed",),  # llama-server's flag (KoboldCpp has none)
     "metrics": ("--metrics",),  # llama-server's flag (KoboldCpp has none)
+    "no_slots": ("--no-slots",),  # llama-server's flag
     "verbose": ("--verbose", "-v"),  # llama-server's flag
     "resumegrace": ("--resumegrace",),  # Hearth's own
     "nofastforward": ("--nofastforward",),
@@ -138,6 +141,8 @@ _METAVARS = {
     "hf": "OWNER/REPO[:QUANT]",
     "modeldir": "DIR",
     "defaultmodel": "NAME",
+    "alias": "NAME[,NAME]",
+    "tags": "TAG[,TAG]",
     "maxrequestsize": "MB",
     "password": "PASSWORD",
     "admindir": "DIR",

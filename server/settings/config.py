@@ -64,6 +64,15 @@ class HearthSettings(
     maxloadedmodels: int = Field(
         default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
     )
+    # llama-server's -a/--alias and --tags: names and labels of the served model.
+    alias: str | None = Field(
+        default=None,
+        description="Other names of the served model, comma-separated: requests may use any; "
+        "the first in alphabetical order is its id in /v1/models and /props.",
+    )
+    tags: str | None = Field(
+        default=None, description="Labels /models lists on the served model, comma-separated."
+    )
     # llama-server's --sleep-idle-seconds: the memory back while nobody asks for anything.
     sleep_idle_seconds: float = Field(
         default=-1,
@@ -183,6 +192,8 @@ class HearthSettings(
     metrics: bool = Field(
         default=False, description="Serve Prometheus metrics at /metrics (llama-server's names)."
     )
+    # llama-server's --no-slots: GET /slots answers 501, as there.
+    no_slots: bool = Field(default=False, description="Turn off GET /slots (the slots' state).")
     # llama-server's --verbose, as far as clients see it (a key of Hearth's own in a .kcpps).
     verbose: bool = Field(
         default=False,
@@ -325,14 +336,29 @@ class HearthSettings(
 
     @property
     def listen_host(self) -> str:
-        """The address to bind: an empty host means loopback, safer than KoboldCpp's default."""
-        return self.host or LOOPBACK_HOST
+        """The address to bind (the first of --host's): an empty host means loopback, safer
+        than KoboldCpp's default."""
+        return self.listen_hosts[0]
+
+    @property
+    def listen_hosts(self) -> list[str]:
+        """Every address to bind: llama-server's --host takes several, comma-separated."""
+        return [part.strip() for part in self.host.split(",") if part.strip()] or [LOOPBACK_HOST]
+
+    @property
+    def alias_list(self) -> list[str]:
+        """--alias's names, sorted and once each (llama-server keeps them in a std::set)."""
+        return sorted({part.strip() for part in (self.alias or "").split(",") if part.strip()})
+
+    @property
+    def tag_list(self) -> list[str]:
+        return sorted({part.strip() for part in (self.tags or "").split(",") if part.strip()})
 
     @property
     def exposed_without_password(self) -> bool:
         """True when other machines could reach the server and no key guards it."""
         guarded = self.password or self.api_key or self.api_key_file
-        return not is_loopback(self.listen_host) and not guarded
+        return not all(is_loopback(host) for host in self.listen_hosts) and not guarded
 
     @property
     def admin_folder(self) -> str | None:

@@ -25,7 +25,6 @@ from server.dialects.common import new_id
 from server.dialects.deps import SchedulerDep
 from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.model_choice import ModelChoice
-from server.dialects.model_files import listed_models
 from server.dialects.router_models import RouterModelList, model_states, router_entry
 from server.dialects.routing import Served, json_route
 
@@ -49,8 +48,9 @@ class RouterDone(TypedDict):
 async def router_models(request: Request, scheduler: SchedulerDep) -> RouterModelList:
     """Every model this server can serve, with its state (never loads or wakes one)."""
     states = model_states(scheduler)
-    listed = listed_models(request)
-    return {"object": "list", "data": [router_entry(name, path, states) for name, path in listed]}
+    choice: ModelChoice = request.app.state.model_choice
+    entries = [router_entry(name, path, states, choice) for name, path in choice.listed()]
+    return {"object": "list", "data": entries}
 
 
 @json_route(router, "/models/load", RouterModelRequest, OPENAI)

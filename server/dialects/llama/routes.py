@@ -38,6 +38,7 @@ from server.dialects.llama.schemas import (
     TokenPiece,
 )
 from server.dialects.llama_extensions import with_end_token_bias
+from server.dialects.model_choice import ModelChoice
 from server.dialects.resumable import wants_resumable
 from server.dialects.routing import Served, json_route
 from server.dialects.serving import serve, whole_answers
@@ -60,18 +61,23 @@ async def health() -> Health:
 
 
 @router.get("/props")
-async def props(scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep) -> Props:
+async def props(
+    request: Request, scheduler: SchedulerDep, settings: SettingsDep, model: ModelInfoDep
+) -> Props:
     snapshot = scheduler.snapshot()
+    choice: ModelChoice = request.app.state.model_choice
     placement = model.placement
     template = model.chat_template
     return {
         "default_generation_settings": {
-            "n_ctx": model.context_size,
-            "params": {"n_predict": settings.defaultgenamt},
+            # A slot's share of the context, as llama-server's (its `n_ctx` per sequence).
+            "n_ctx": model.context_size // max(1, scheduler.parallel_slots),
+            "params": {"n_predict": settings.defaultgenamt, "seed": settings.seed},
         },
         "total_slots": scheduler.parallel_slots,
         "model_path": str(model.path or ""),
-        "model_alias": snapshot.model or model.name,
+        "model_alias": choice.public_name(snapshot.model or model.name),  # --alias's first
+        "endpoint_slots": not settings.no_slots,
         # The Jinja in use (the user's choice or the GGUF's own; "" for a built-in turn
         # format), and where it came from in words (Hearth's own field).
         "chat_template": template.source or "",

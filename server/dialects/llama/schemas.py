@@ -59,6 +59,7 @@ class Props(TypedDict):
     total_slots: int
     model_path: str
     model_alias: str
+    endpoint_slots: bool  # GET /slots is on (off with --no-slots)
     chat_template: str
     chat_template_source: str  # Hearth's: where the template came from, in words
     thinking: bool  # Hearth's: the template shows its model thinks (a `<think>` tag, …)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from typing_extensions import TypedDict
 
 from server.core.types import SlotAction, SlotActionKind
-from server.dialects.deps import ModelInfoDep, SchedulerDep, key_required
+from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.llama.schemas import LlamaBase
 from server.dialects.routing import Served, json_route
@@ -20,6 +20,7 @@ from server.dialects.slot_actions import run_slot_action, slot_file
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
 NO_SLOT_PATH = "This server does not support slots action. Start it with `--slot-save-path`"
+NO_SLOTS = "This server does not support slots endpoint. Start it with `--slots`"
 
 
 class Slot(TypedDict):
@@ -59,8 +60,11 @@ class SlotErased(TypedDict):
 
 
 @router.get("/slots", dependencies=[key_required(OPENAI)])
-async def slots(scheduler: SchedulerDep, model: ModelInfoDep) -> list[Slot]:
-    """The parallel slots, which are generating now and how many tokens each caches."""
+async def slots(scheduler: SchedulerDep, model: ModelInfoDep, settings: SettingsDep) -> list[Slot]:
+    """The parallel slots, which are generating now and how many tokens each caches; 501, as
+    llama-server's, with --no-slots."""
+    if settings.no_slots:
+        raise APIError(501, NO_SLOTS, body=_not_supported(NO_SLOTS))
     slot_count = scheduler.parallel_slots
     running = scheduler.snapshot().running
     held = scheduler.slot_tokens()

@@ -19,7 +19,7 @@ from server.dialects.deps import ModelInfoDep
 from server.dialects.errors import Dialect
 from server.dialects.llama_extensions import LlamaExtras
 from server.dialects.lora import with_lora
-from server.dialects.model_files import listed_models, read_model_file
+from server.dialects.model_files import public_models, read_model_file
 from server.dialects.openai import adapter, formatter
 from server.dialects.openai.requests import (
     OpenAIChatRequest,
@@ -46,7 +46,7 @@ OPENAI = Dialect.OPENAI
 
 @router.get("/v1/models")
 async def list_models(request: Request, model: ModelInfoDep) -> ModelList:
-    listed = listed_models(request)
+    listed = public_models(request)  # the served model under its --alias
     return {"object": "list", "data": [await _model_entry(name, path) for name, path in listed]}
 
 
