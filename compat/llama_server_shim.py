@@ -55,6 +55,7 @@ HEARTH_VALUE_FLAGS = {
     "--sleep-idle-seconds": "--sleep-idle-seconds",  # the same flag (model_lifecycle.py)
     "--alias": "--alias",  # the same flags (server/dialects/model_choice.py)
     "--tags": "--tags",
+    "--media-path": "--media-path",  # the same flag (server/dialects/local_media.py)
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {

@@ -85,44 +85,52 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
 
 
 def remote_images(body: object) -> list[RemoteImage]:
-    """The http(s) image URLs in a parsed body, where an adapter reads images: chat messages'
-    content parts (and an Anthropic tool_result's blocks), Responses input messages' parts."""
+    """The http(s) image URLs in a parsed body, where an adapter reads images."""
+    return image_urls(body, ("http://", "https://"))
+
+
+def image_urls(body: object, schemes: tuple[str, ...]) -> list[RemoteImage]:
+    """The image URLs with one of `schemes` in a parsed body, where an adapter reads images:
+    chat messages' content parts (and an Anthropic tool_result's blocks), Responses input
+    messages' parts (file:// ones too: server/dialects/local_media.py)."""
     found: list[RemoteImage] = []
     messages = getattr(body, "messages", None)
     if isinstance(messages, list):
         for index, message in enumerate(messages):
-            found.extend(_in_parts(getattr(message, "content", None), f"messages[{index}]"))
+            content = getattr(message, "content", None)
+            found.extend(_in_parts(content, f"messages[{index}]", schemes))
     items = getattr(body, "input", None)
     if isinstance(items, list):
         for index, item in enumerate(items):
             if (getattr(item, "type", None) or "message") == "message":
-                found.extend(_in_parts(getattr(item, "content", None), f"input[{index}]"))
+                content = getattr(item, "content", None)
+                found.extend(_in_parts(content, f"input[{index}]", schemes))
     return found
 
 
-def _in_parts(content: object, where: str) -> Iterator[RemoteImage]:
+def _in_parts(content: object, where: str, schemes: tuple[str, ...]) -> Iterator[RemoteImage]:
     if not isinstance(content, list):
         return
     for index, part in enumerate(content):
         place = f"{where}.content[{index}]"
         kind = getattr(part, "type", None)
         if kind == "tool_result":
-            yield from _in_parts(getattr(part, "content", None), place)
+            yield from _in_parts(getattr(part, "content", None), place, schemes)
         elif kind in ("image_url", "input_image"):  # OpenAI: a string, or {"url": ...}
             value = getattr(part, "image_url", None)
-            if isinstance(value, dict) and _is_remote(value.get("url")):
+            if isinstance(value, dict) and _has_scheme(value.get("url"), schemes):
                 yield RemoteImage(value["url"], place, _set_item(value, "url"))
-            elif isinstance(value, str) and _is_remote(value):
+            elif isinstance(value, str) and _has_scheme(value, schemes):
                 yield RemoteImage(value, place, _set_attribute(part, "image_url"))
         elif kind == "image":  # Anthropic: {"type": "url", "url": ...}
             source = getattr(part, "source", None) or {}
             is_url = isinstance(source, dict) and source.get("type") == "url"
-            if is_url and _is_remote(source.get("url")):
+            if is_url and _has_scheme(source.get("url"), schemes):
                 yield RemoteImage(source["url"], place, _set_item(source, "url"))
 
 
-def _is_remote(url: object) -> bool:
-    return isinstance(url, str) and url.strip()[:8].lower().startswith(("http://", "https://"))
+def _has_scheme(url: object, schemes: tuple[str, ...]) -> bool:
+    return isinstance(url, str) and url.strip()[:8].lower().startswith(schemes)
 
 
 def _set_item(mapping: dict[str, Any], key: str) -> Callable[[str], None]:

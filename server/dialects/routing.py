@@ -30,6 +30,7 @@ from server.dialects.common import ChatOptions, ChatPlan, new_id
 from server.dialects.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import Dialect, parse_json_body
 from server.dialects.image_scaling import with_images_scaled
+from server.dialects.local_media import read_local_images
 from server.dialects.openapi import json_answer, json_body
 from server.dialects.remote_media import fetch_remote_images
 from server.dialects.resumable import wants_resumable
@@ -99,8 +100,9 @@ def generation_route(
         ) -> Response:
             body = await parse_json_body(request, body_model, dialect)
             model = await named_model(request, scheduler, getattr(body, "model", None), dialect)
-            # --remoteimages: the image URLs fetched into data: URIs, as adapters do no I/O
+            # --remoteimages, --media-path: image URLs read into data: URIs (adapters do no I/O)
             await fetch_remote_images(body, settings.remoteimages, dialect)
+            await read_local_images(body, settings.media_path, dialect)
             served = Served(request, settings, model, scheduler)
             return await _generate(served, planner(body, served))
 
@@ -165,6 +167,7 @@ def json_route(
             if names_model:  # a body planned as its generation route's (token counts…)
                 model = await named_model(request, scheduler, getattr(body, "model", None), dialect)
                 await fetch_remote_images(body, settings.remoteimages, dialect)
+                await read_local_images(body, settings.media_path, dialect)
             return await handler(body, Served(request, settings, model, scheduler))
 
         returns = typing.get_type_hints(handler).get("return")

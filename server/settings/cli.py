@@ -109,6 +109,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "visionmintokens": ("--visionmintokens", "--image-min-tokens"),
     "visionmaxtokens": ("--visionmaxtokens", "--image-max-tokens"),
     "remoteimages": ("--remoteimages",),  # Hearth's own
+    "media_path": ("--media-path",),  # llama-server's
     # KoboldCpp's draft model keys, with llama-server's spellings beside them
     "draftmodel": ("--draftmodel", "--spec-draft-model", "--model-draft", "-md"),
     "draftamount": ("--draftamount", "--spec-draft-n-max", "--draft-max"),

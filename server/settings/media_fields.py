@@ -50,6 +50,14 @@ class MediaFields(BaseModel):
         "private address.",
     )
 
+    # llama-server's --media-path: the folder a request's `file://` image URLs are read from
+    # (server/dialects/local_media.py); None: such URLs are refused.
+    media_path: str | None = Field(
+        default=None,
+        description="Read a request's file:// media URLs from this folder (never outside "
+        "it); without it they are refused.",
+    )
+
     @field_validator("mmproj", mode="before")
     @classmethod
     def _blank_projector_is_unset(cls, value: Any) -> Any:
