@@ -106,6 +106,19 @@ class EngineError(RuntimeError):
     client_error: bool = False
 
 
+class ContextOverflow(EngineError):
+    """A prompt longer than the context, refused as the request asked (`refuse_overflow`)."""
+
+    client_error = True
+
+    def __init__(self, prompt_tokens: int, context: int) -> None:
+        super().__init__(
+            f"request ({prompt_tokens} tokens) exceeds the available context size "
+            f"({context} tokens), try increasing it"
+        )
+        self.prompt_tokens, self.context = prompt_tokens, context
+
+
 class MediaError(EngineError):
     """A request's image or sound that llama.cpp cannot read (the edge's checks passed it):
     the client's bytes are at fault, not the server."""

@@ -185,6 +185,9 @@ class GenerationRequest:
     # Images and sounds, in the order their MEDIA_MARKER stands in `prompt` (or in the chat
     # messages it was rendered from): read by the model's projector (--mmproj).
     media: tuple[MediaInput, ...] = ()
+    # A prompt longer than the context: refused (llama-server's and OpenAI's way, for their
+    # dialect) rather than trimmed at the front (KoboldCpp's and Ollama's).
+    refuse_overflow: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,9 @@ class GenerationOutcome:
     # Refused as sent (finish_reason ERROR, `error` says why): the client's mistake, such as
     # an embedding input longer than the model takes, so an HTTP 400 rather than a 500.
     input_rejected: bool = False
+    # Refused for a prompt longer than the context (`refuse_overflow`): (its tokens, the
+    # context's), which llama-server's error body gives.
+    context_overflow: tuple[int, int] | None = None
     # Speculative decoding (llama-server's `draft_n`, `draft_n_accepted`): draft tokens
     # decoded, those that became part of the reply, and the decodes that checked drafts.
     draft_tokens: int = 0

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from server.core.engine import EngineError
+from server.core.engine import ContextOverflow, EngineError
 from server.core.job import Job
 from server.core.model_lifecycle import ModelLifecycle
 from server.core.request_queue import RequestQueue, batchable, unbatchable_reason
@@ -261,7 +261,10 @@ def _failure(exc: Exception) -> GenerationOutcome:
     """A request that failed to start or run; the client's fault (an unreadable image) when
     the engine says so, which the dialects answer with a 400 rather than a 500."""
     rejected = isinstance(exc, EngineError) and exc.client_error
-    return GenerationOutcome(FinishReason.ERROR, error=str(exc), input_rejected=rejected)
+    overflow = (exc.prompt_tokens, exc.context) if isinstance(exc, ContextOverflow) else None
+    return GenerationOutcome(
+        FinishReason.ERROR, error=str(exc), input_rejected=rejected, context_overflow=overflow
+    )
 
 
 def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:

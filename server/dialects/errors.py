@@ -181,6 +181,18 @@ def busy_error() -> APIError:
     return APIError(503, BUSY_MESSAGE, ErrorKind.SERVER, body=body)
 
 
+def context_overflow_error(sizes: tuple[int, int], message: str, dialect: Dialect) -> APIError:
+    """A prompt longer than the context, refused: in the OpenAI shape, llama-server's type and
+    the two sizes (which its clients read) with OpenAI's code."""
+    if dialect is not Dialect.OPENAI:
+        return APIError(400, message, ErrorKind.BAD_INPUT, dialect)
+    prompt_tokens, context = sizes
+    detail: dict[str, Any] = {"message": message, "type": "exceed_context_size_error"}
+    detail |= {"param": None, "code": "context_length_exceeded"}
+    detail |= {"n_prompt_tokens": prompt_tokens, "n_ctx": context}
+    return APIError(400, message, ErrorKind.BAD_INPUT, dialect, body={"error": detail})
+
+
 def unauthorized_error(dialect: Dialect) -> APIError:
     return APIError(401, UNAUTHORIZED_MESSAGE, ErrorKind.UNAUTHORIZED, dialect)
 

@@ -12,7 +12,6 @@ server/dialects/serving.py (several choices by server/dialects/choices.py).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,9 +28,9 @@ from server.dialects.choices import choice_plans, serve_choices
 from server.dialects.common import ChatOptions, ChatPlan, new_id
 from server.dialects.deps import ModelInfo, ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.errors import Dialect, parse_json_body
-from server.dialects.image_scaling import with_images_scaled
 from server.dialects.local_media import read_local_images
 from server.dialects.openapi import json_answer, json_body
+from server.dialects.preparing import engine_ready
 from server.dialects.remote_media import fetch_remote_images
 from server.dialects.resumable import wants_resumable
 from server.dialects.serving import load_or_unload, serve
@@ -124,8 +123,7 @@ async def _generate(served: Served, generation: Generation) -> Response:
     """Serve a planned generation: load or unload only, several choices, or one."""
     request, scheduler, model = served.request, served.scheduler, served.model
     plan, wire, stream = generation.plan, generation.wire, generation.stream
-    scaled = await with_images_scaled(plan.generation, wire.dialect)
-    plan = plan if scaled is plan.generation else dataclasses.replace(plan, generation=scaled)
+    plan = await engine_ready(plan, model, wire.dialect, stream=stream)
     resumable = stream and (generation.resumable or wants_resumable(request))
     if generation.model_only_answer is not None:
         answer = generation.model_only_answer

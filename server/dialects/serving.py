@@ -32,7 +32,7 @@ from server.dialects.common import (
     read_answer,
 )
 from server.dialects.deps import ModelInfo
-from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
+from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error, context_overflow_error
 from server.dialects.resumable import resumable_names, retained
 from server.dialects.streaming import unless_disconnected
 from server.dialects.wire import Burst, Item, WireFormat
@@ -111,6 +111,8 @@ def _answer(
     a 400 when the engine refused the request's input (media llama.cpp cannot read)."""
     if outcome.server_stopping:
         raise busy_error()  # as a full queue: the client may retry (on another server)
+    if failed(outcome) and outcome.context_overflow is not None:
+        raise context_overflow_error(outcome.context_overflow, failure_message(outcome), dialect)
     if failed(outcome) and outcome.input_rejected:
         raise APIError(400, failure_message(outcome), ErrorKind.BAD_INPUT, dialect)
     if failed(outcome):

@@ -12,7 +12,7 @@ from typing import Any
 import llama_cpp as llama
 
 from server.core.chat import ChatTemplate, ChatTemplateError
-from server.core.engine import EngineError
+from server.core.engine import ContextOverflow, EngineError
 from server.core.llama.devices import plan_placement
 from server.core.llama.infill import FimTokens, InfillRoom, infill_tokens
 from server.core.llama.load_options import (
@@ -277,6 +277,8 @@ class Vocabulary:
         # BOS belongs to the kept head with `memory`: trimming must never cut it off.
         head = [self.bos] if self.add_bos else []
         head += self.tokenize(request.memory, add_bos=False, parse_special=True)
+        if request.refuse_overflow:
+            return self._fit_or_refuse(request, head, limit, max_tokens)
         # Only the prompt's end can fit: tokenizing megabytes to keep a few thousand tokens
         # would cost seconds and memory for nothing. No token is longer than
         # _MAX_TOKEN_CHARS characters, so this tail still holds every token that fits.
@@ -293,6 +295,22 @@ class Vocabulary:
             prompt = prompt[len(prompt) - room :]
         tokens = head + prompt or [self.bos]  # an empty prompt still needs a token to start
         return max_tokens, tokens[-limit:], trimmed or len(tokens) > limit
+
+    def _fit_or_refuse(
+        self, request: GenerationRequest, head: list[int], limit: int, max_tokens: int
+    ) -> tuple[int, list[int], bool]:
+        """The whole prompt, with what is left of the context to generate in (llama-server's
+        way: the reply stops at the context's end); ContextOverflow when the prompt alone
+        fills it."""
+        if request.prompt_tokens:
+            prompt = list(request.prompt_tokens)
+            head = head if request.memory else []
+        else:
+            prompt = self.tokenize(request.prompt, add_bos=False, parse_special=True)
+        tokens = head + prompt or [self.bos]
+        if len(tokens) >= limit:
+            raise ContextOverflow(len(tokens), limit)
+        return min(max_tokens, limit - len(tokens)), tokens, False
 
 
 class LoadedModel(Vocabulary):

@@ -39,6 +39,7 @@ from server.dialects.llama.schemas import (
 )
 from server.dialects.llama_extensions import with_end_token_bias
 from server.dialects.model_choice import ModelChoice
+from server.dialects.preparing import engine_ready
 from server.dialects.resumable import wants_resumable
 from server.dialects.routing import Served, json_route
 from server.dialects.serving import serve, whole_answers
@@ -121,7 +122,9 @@ async def completion(body: CompletionRequest, served: Served) -> Response:
     request, scheduler, model = served.request, served.scheduler, served.model
     prompts = adapter.prompt_list(body.prompt)
     if prompts is None:
-        plan = _plan(body, body.prompt, served)
+        plan = await engine_ready(
+            _plan(body, body.prompt, served), model, OPENAI, stream=body.stream
+        )
         wire = NativeCompletionWire(body, model.name, plan.generation, model.context_size)
         resumable = body.stream and wants_resumable(request)  # the header: no body field
         return await serve(
@@ -129,7 +132,10 @@ async def completion(body: CompletionRequest, served: Served) -> Response:
         )
     if body.stream:
         raise APIError(400, "streaming answers one prompt at a time", dialect=OPENAI)
-    plans = [_plan(body, prompt, served) for prompt in prompts]
+    plans = [
+        await engine_ready(_plan(body, prompt, served), model, OPENAI, stream=False)
+        for prompt in prompts
+    ]
     answers = await whole_answers(request, scheduler, model, plans, OPENAI)
     return JSONResponse(
         [
