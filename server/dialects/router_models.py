@@ -6,6 +6,10 @@ llama-server in router mode lists its models at GET /models, each with a `status
 catalog (--modeldir, else the one served) and their states come from the scheduler's pool,
 read without touching an engine, so asking never loads or wakes anything. Top level, so any
 dialect's listing may show the same states.
+
+Beside `data`, llama-server's /models and /v1/models carry `models`: one Ollama-like entry per
+model, whose `capabilities` say "multimodal" when a projector was loaded with it (the rest are
+llama-server's placeholders: it manages no model files, so no size, date or digest).
 """
 
 from __future__ import annotations
@@ -37,9 +41,69 @@ class RouterModelEntry(TypedDict):
     status: ModelStatus
 
 
+class ListedModelDetails(TypedDict):
+    parent_model: str
+    format: Literal["gguf"]
+    family: str
+    families: list[str]
+    parameter_size: str
+    quantization_level: str
+
+
+class ListedModel(TypedDict):
+    """One model of the `models` list, in llama-server's Ollama-like shape."""
+
+    name: str
+    model: str
+    modified_at: str
+    size: str
+    digest: str
+    type: Literal["model"]
+    description: str
+    tags: list[str]
+    capabilities: list[str]
+    parameters: str
+    details: ListedModelDetails
+
+
 class RouterModelList(TypedDict):
     object: Literal["list"]
     data: list[RouterModelEntry]
+    models: list[ListedModel]
+
+
+def listed_model(public_name: str, path: Path | None, choice: ModelChoice) -> ListedModel:
+    """`public_name`'s entry of the `models` list (llama-server's placeholders included)."""
+    return {
+        "name": public_name,
+        "model": public_name,
+        "modified_at": "",
+        "size": "",
+        "digest": "",
+        "type": "model",
+        "description": "",
+        "tags": [""],
+        "capabilities": capabilities(path, choice),
+        "parameters": "",
+        "details": {
+            "parent_model": "",
+            "format": "gguf",
+            "family": "",
+            "families": [""],
+            "parameter_size": "",
+            "quantization_level": "",
+        },
+    }
+
+
+def capabilities(path: Path | None, choice: ModelChoice) -> list[str]:
+    """llama-server's: "completion", and "multimodal" when the model's projector takes
+    images or sounds (the sole model of a server that cannot switch knows its own)."""
+    if choice.sole is not None:
+        modalities = choice.sole.modalities
+    else:
+        modalities = choice.modalities.get(path, frozenset()) if path else frozenset()
+    return ["completion", "multimodal"] if modalities else ["completion"]
 
 
 def model_states(scheduler: Scheduler) -> dict[str, ModelState]:

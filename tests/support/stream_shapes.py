@@ -27,6 +27,7 @@ _SSE_SHAPES: dict[str, dict[str, Any]] = {
     },
     "/v1/completions": {"": openai.Completion | errors.OpenAIErrorBody},
     "/completion": {"": llama.NativeChunk | llama.NativeCompletion | errors.OpenAIErrorBody},
+    "/completions": {"": llama.NativeChunk | llama.NativeCompletion | errors.OpenAIErrorBody},
     "/v1/chat/completions": {"": openai.ChatCompletionChunk | errors.OpenAIErrorBody},
     "/v1/messages": {
         **{
@@ -120,9 +121,8 @@ _ANSWER_SHAPES: dict[str, Any] = {
 }
 
 
-# llama-server's unprefixed paths are the OpenAI routes.
+# llama-server's unprefixed paths are the OpenAI routes (but /completions: its native one).
 for _shapes in (_SSE_SHAPES, _ANSWER_SHAPES):
-    _shapes["/completions"] = _shapes["/v1/completions"]
     _shapes["/chat/completions"] = _shapes["/v1/chat/completions"]
     _shapes["/responses"] = _shapes["/v1/responses"]
 

@@ -3,7 +3,9 @@
 Each stream event carries its text, the token ids that made it and, with `n_probs`, their
 probabilities; the last one has `stop: true` and the figures (`timings`, `stop_type`,
 `truncated`, ...). With `return_progress`, events without text (`prompt_progress`) say how far
-the prompt is read first. A failure after the stream began is an `{"error": ...}` event, as
+the prompt is read first; with `timings_per_token` too, each of them and each text event carries
+`timings` (the prompt's figures so far, none before its first batch is read, as llama-server
+counts). A failure after the stream began is an `{"error": ...}` event, as
 llama-server sends it.
 """
 
@@ -22,11 +24,17 @@ from server.dialects.llama.schemas import CompletionRequest
 from server.dialects.llama_extensions import (
     NativeChunk,
     NativeCompletion,
+    PredictedTimings,
     ProbabilityEntry,
+    ReplyClock,
+    Timings,
     TokenProbabilities,
     generation_settings,
+    joined_timings,
     native_answer,
+    predicted_timings,
     prompt_progress,
+    prompt_timings,
 )
 from server.dialects.wire import SSEFormat, sse_json
 
@@ -54,6 +62,15 @@ def probabilities(
         entry["top_probs" if post_sampling else "top_logprobs"] = top
         entries.append(entry)
     return entries
+
+
+def progress_timings(progress: Progress) -> Timings:
+    """llama-server's `timings` on a `prompt_progress` event: the prompt's tokens read so far
+    (not the cached ones) and their time, which is 0 until a batch has been read, and no
+    reply yet."""
+    read = max(progress.prompt_done - progress.cached, 0)
+    seconds = progress.seconds if read else 0.0
+    return joined_timings(prompt_timings(read, seconds, progress.cached), predicted_timings(0, 0.0))
 
 
 def nested_fields(paths: list[str], answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,6 +105,12 @@ class NativeCompletionWire(SSEFormat):
         self._n_ctx = n_ctx
         self._index = index
         self._predicted = 0
+        self._clock = ReplyClock() if body.timings_per_token else None
+
+    def _sent(
+        self, chunk: NativeChunk, timings: Timings | PredictedTimings | None
+    ) -> ServerSentEvent:
+        return sse_json(chunk if timings is None else {**chunk, "timings": timings})
 
     def _final(self, answer: ChatAnswer, content: str, tokens: list[int]) -> NativeCompletion:
         generation = self._generation
@@ -130,7 +153,8 @@ class NativeCompletionWire(SSEFormat):
             chunk["completion_probabilities"] = probabilities(
                 item.logprobs, self._body.post_sampling_probs
             )
-        return [sse_json(chunk)]
+        clock = self._clock
+        return [self._sent(chunk, clock.after(len(item.token_ids)) if clock else None)]
 
     def progress(self, progress: Progress) -> list[ServerSentEvent]:
         chunk: NativeChunk = {
@@ -142,7 +166,10 @@ class NativeCompletionWire(SSEFormat):
             "tokens_predicted": self._predicted,
             "prompt_progress": prompt_progress(progress),
         }
-        return [sse_json(chunk)]
+        if self._clock is None:
+            return [sse_json(chunk)]
+        self._clock.read(progress)  # the text's timings say the prompt's figures too
+        return [self._sent(chunk, progress_timings(progress))]
 
     def finished(self, answer: ChatAnswer) -> list[ServerSentEvent]:
         return [sse_json(self._final(answer, "", []))]

@@ -25,7 +25,12 @@ from server.dialects.common import new_id
 from server.dialects.deps import SchedulerDep
 from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.model_choice import ModelChoice
-from server.dialects.router_models import RouterModelList, model_states, router_entry
+from server.dialects.router_models import (
+    RouterModelList,
+    listed_model,
+    model_states,
+    router_entry,
+)
 from server.dialects.routing import Served, json_route
 
 OPENAI = Dialect.OPENAI
@@ -49,8 +54,10 @@ async def router_models(request: Request, scheduler: SchedulerDep) -> RouterMode
     """Every model this server can serve, with its state (never loads or wakes one)."""
     states = model_states(scheduler)
     choice: ModelChoice = request.app.state.model_choice
-    entries = [router_entry(name, path, states, choice) for name, path in choice.listed()]
-    return {"object": "list", "data": entries}
+    listed = choice.listed()
+    entries = [router_entry(name, path, states, choice) for name, path in listed]
+    models = [listed_model(choice.public_name(name), path, choice) for name, path in listed]
+    return {"object": "list", "data": entries, "models": models}
 
 
 @json_route(router, "/models/load", RouterModelRequest, OPENAI)

@@ -147,6 +147,13 @@ async def completion(body: CompletionRequest, served: Served) -> Response:
     )
 
 
+# llama-server serves its native completion at /completions too (only /v1/completions is
+# OpenAI's there).
+json_route(router, "/completions", CompletionRequest, OPENAI, names_model=True, name="completions")(
+    completion
+)
+
+
 def _plan(
     body: CompletionRequest, prompt: SinglePrompt | list[SinglePrompt], served: Served
 ) -> ChatPlan:

@@ -107,5 +107,7 @@ class CompletionRequest(LlamaBase):
     cache_prompt: bool = True  # false: the prompt is read from scratch, no cached prefix
     # Streamed: chunks with `prompt_progress` while the prompt is read (ignored unstreamed).
     return_progress: bool = False
+    # Streamed: `timings` on every event, the figures so far (llama-server's).
+    timings_per_token: bool = False
     # This request's LoRA adapter scales; an adapter not named is at 0 (None: the server's).
     lora: list[LoraScale] | None = None

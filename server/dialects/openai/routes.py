@@ -37,6 +37,7 @@ from server.dialects.openai.schemas import (
     ModelList,
     ResponseObject,
 )
+from server.dialects.router_models import ListedModel, listed_model
 from server.dialects.routing import Generation, Served, generation_route, json_route
 
 router = APIRouter(tags=["OpenAI"])
@@ -44,10 +45,21 @@ llama_server_router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
 
 
+class ModelListing(ModelList):
+    """/v1/models: OpenAI's list, with llama-server's Ollama-like `models` beside it."""
+
+    models: list[ListedModel]
+
+
 @router.get("/v1/models")
-async def list_models(request: Request, model: ModelInfoDep) -> ModelList:
+async def list_models(request: Request, model: ModelInfoDep) -> ModelListing:
     listed = public_models(request)  # the served model under its --alias
-    return {"object": "list", "data": [await _model_entry(name, path) for name, path in listed]}
+    choice = request.app.state.model_choice
+    return {
+        "object": "list",
+        "data": [await _model_entry(name, path) for name, path in listed],
+        "models": [listed_model(name, path, choice) for name, path in listed],
+    }
 
 
 async def _model_entry(name: str, path: Path | None) -> ModelEntry:
@@ -126,9 +138,6 @@ async def responses_input_tokens(body: ResponsesRequest, served: Served) -> Inpu
 
 # -- llama-server's spellings -----------------------------------------------------------------
 
-generation_route(llama_server_router, "/completions", OpenAICompletionRequest, Completion, OPENAI)(
-    completions
-)
 generation_route(
     llama_server_router, "/chat/completions", OpenAIChatRequest, ChatCompletion, OPENAI
 )(chat_completions)

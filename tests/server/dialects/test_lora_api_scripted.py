@@ -98,7 +98,7 @@ def test_the_routes_ask_for_the_password(serve_engine: Serve) -> None:
     [
         ("/completion", {"prompt": "Once", "n_predict": 2}),
         ("/v1/completions", {"prompt": "Once", "max_tokens": 2}),
-        ("/completions", {"prompt": "Once", "max_tokens": 2}),
+        ("/completions", {"prompt": "Once", "n_predict": 2}),  # llama-server's native one
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
         ("/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
     ],
