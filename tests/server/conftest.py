@@ -12,6 +12,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.support.chat_page import SharedChromium, headless_chromium
+from tests.support.fim_gguf import write_fim_gguf
 from tests.support.model_folder import make_model_folder
 from tests.support.projector_gguf import write_projector
 from tests.support.servers import RunningServer
@@ -100,3 +101,13 @@ def unspeculated(start_hearth: StartHearth) -> RunningServer:
     return start_hearth(
         ["--parallelrequests", "2", "--contextsize", "4096", "--metrics"], for_the_session=True
     )
+
+
+@pytest.fixture(scope="session")
+def fim_server(
+    start_hearth: StartHearth, tmp_path_factory: pytest.TempPathFactory
+) -> RunningServer:
+    """A tiny model of random weights whose vocabulary has fill-in-the-middle tokens and adds
+    BOS and EOS (tests/support/fim_gguf.py): /infill's prompts, /tokenize's special tokens."""
+    model = write_fim_gguf(tmp_path_factory.mktemp("fim") / "tiny-fim.gguf")
+    return start_hearth(["--model", str(model), "--threads", "1"], for_the_session=True)

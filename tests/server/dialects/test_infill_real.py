@@ -7,15 +7,13 @@ tests/server/dialects/test_infill_prompt.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import httpx
 import pytest
 
-from tests.support.fim_gguf import character_token, write_fim_gguf
+from tests.support.fim_gguf import character_token
 from tests.support.servers import RunningServer
 
-StartHearth = Callable[..., RunningServer]
 CODE = {"input_prefix": "ab", "input_suffix": "cd", "prompt": "x", "n_predict": 2}
 # The prompt with its special tokens written out: the other files first (the repository,
 # each file under its name, then the current file's separator), BOS, then prefix, the typed
@@ -26,14 +24,6 @@ EXPECTED = (
     "<s><|fim_prefix|> ab x<|fim_suffix|> cd<|fim_middle|>"
 )
 EXTRA = [{"filename": "util.c", "text": "zz"}]
-
-
-@pytest.fixture(scope="module")
-def fim_server(
-    start_hearth: StartHearth, tmp_path_factory: pytest.TempPathFactory
-) -> RunningServer:
-    model = write_fim_gguf(tmp_path_factory.mktemp("fim") / "tiny-fim.gguf")
-    return start_hearth(["--model", str(model), "--threads", "1"])
 
 
 def post(server: RunningServer, body: dict[str, object]) -> httpx.Response:

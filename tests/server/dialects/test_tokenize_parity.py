@@ -5,23 +5,10 @@ text. (unit/test_tokenize.py in llama.cpp's suite runs a vocabulary that adds BO
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
-import pytest
 
-from tests.support.fim_gguf import BOS, EOS, character_token, write_fim_gguf
+from tests.support.fim_gguf import BOS, EOS, character_token
 from tests.support.servers import RunningServer
-
-StartHearth = Callable[..., RunningServer]
-
-
-@pytest.fixture(scope="module")
-def eos_adding_server(
-    start_hearth: StartHearth, tmp_path_factory: pytest.TempPathFactory
-) -> RunningServer:
-    model = write_fim_gguf(tmp_path_factory.mktemp("eos") / "tiny-adds-eos.gguf")
-    return start_hearth(["--model", str(model), "--threads", "1"])
 
 
 def tokenize(server: RunningServer, **body: object) -> list[object]:
@@ -31,16 +18,16 @@ def tokenize(server: RunningServer, **body: object) -> list[object]:
     return tokens
 
 
-def test_without_add_special_neither_bos_nor_eos(eos_adding_server: RunningServer) -> None:
-    framed = tokenize(eos_adding_server, content="ab", add_special=True)
+def test_without_add_special_neither_bos_nor_eos(fim_server: RunningServer) -> None:
+    framed = tokenize(fim_server, content="ab", add_special=True)
     assert framed[0] == BOS and framed[-1] == EOS  # what this vocabulary adds
-    plain = tokenize(eos_adding_server, content="ab")
+    plain = tokenize(fim_server, content="ab")
     assert plain == framed[1:-1]
     assert plain[-2:] == [character_token("a"), character_token("b")]
 
 
-def test_pieces_without_add_special_are_the_text_s_own(eos_adding_server: RunningServer) -> None:
-    pieces = tokenize(eos_adding_server, content="ab", with_pieces=True)
+def test_pieces_without_add_special_are_the_text_s_own(fim_server: RunningServer) -> None:
+    pieces = tokenize(fim_server, content="ab", with_pieces=True)
     ids = [piece["id"] for piece in pieces if isinstance(piece, dict)]
-    assert ids == tokenize(eos_adding_server, content="ab")
+    assert ids == tokenize(fim_server, content="ab")
     assert BOS not in ids and EOS not in ids
