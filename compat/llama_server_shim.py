@@ -56,6 +56,12 @@ HEARTH_VALUE_FLAGS = {
     "--alias": "--alias",  # the same flags (server/dialects/model_choice.py)
     "--tags": "--tags",
     "--media-path": "--media-path",  # the same flag (server/dialects/local_media.py)
+    # the same flags (server/server_tools, served at /tools)
+    "--tools": "--tools",
+    "--tools-runtime": "--tools-runtime",
+    "--mcp-servers-json": "--mcp-servers-json",
+    "--mcp-servers-config": "--mcp-servers-config",
+    "--pooling": "--pooling",  # the same flag (server/core/llama/embedder.py)
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {
@@ -110,7 +116,14 @@ VALUE_FLAGS = {
     "--draft-min",
 }
 # Flags whose value is a path: made absolute before the server is started elsewhere.
-PATH_FLAGS = {"--chat-template-file", "--slot-save-path", "--model", "--lora", "--media-path"}
+PATH_FLAGS = {
+    "--chat-template-file",
+    "--slot-save-path",
+    "--model",
+    "--lora",
+    "--media-path",
+    "--mcp-servers-config",
+}
 MODEL_FLAGS = {"--model", "--model-url", "--hf-repo", "--hf-file"}
 # Hugging Face repositories of the suite's presets that come with a projector.
 VISION_REPOS = ("tinygemma3",)

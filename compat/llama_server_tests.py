@@ -417,6 +417,12 @@ def parse_args() -> argparse.Namespace:
         default=300,
         help="seconds one test may take (default 300; more on a busy machine)",
     )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        metavar="unit/test_X.py",
+        help="only these test files of unit/ (default: every one)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     return parser.parse_args()
 
@@ -489,7 +495,7 @@ def main() -> int:
     logs = cache / "logs"
     logs.mkdir(exist_ok=True)
     extra = list(args.pytest_args) if args.slow else ["-m", "not slow", *args.pytest_args]
-    every_file = unit_files(tests)
+    every_file = args.files or unit_files(tests)
     groups: tuple[tuple[str, Sequence[str], dict[str, str]], ...] = (
         ("spawned", every_file, shim_env),
     )

@@ -58,6 +58,7 @@ from server.dialects.resumable import router as resumable_router
 from server.dialects.sleep_wake import WakeOnUseMiddleware
 from server.dialects.streaming import ClientDisconnectedError, client_gone_handler
 from server.process.console import RequestLog
+from server.server_tools.registry import ToolBox
 from server.settings.config import HearthSettings
 
 DEFAULT_KEEPALIVE_SECONDS = 5.0
@@ -73,6 +74,7 @@ def create_app(
     model_choice: ModelChoice | None = None,
     resumable_stream_bytes: int = DEFAULT_STREAM_BYTES,
     key_ring: KeyRing | None = None,
+    tool_box: ToolBox | None = None,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
@@ -81,18 +83,11 @@ def create_app(
     `keepalive_seconds` is how long a stream may stay silent before a keep-alive comment;
     `max_pending_events` how many unread events a stream may have before it is dropped;
     `resumable_stream_bytes` how many bytes of events one resumable stream may retain;
-    `key_ring` the API keys already read from the settings (None: read them here).
+    `key_ring` the API keys already read from the settings (None: read them here);
+    `tool_box` the tools /tools serves (server/process/server_tools.py), closed with the app.
     """
     log = request_log or RequestLog(quiet=settings.quiet)
-    scheduler = Scheduler(
-        engine,
-        multiuser=settings.multiuser,
-        on_finished=log.finished,
-        max_pending_events=max_pending_events,
-        default_seed=settings.seed,
-        owner_share=settings.multiuserperkey,
-        sleep_idle_seconds=settings.sleep_idle_seconds,
-    )
+    scheduler = _scheduler(settings, engine, log, max_pending_events)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -101,11 +96,14 @@ def create_app(
             yield
         finally:
             app.state.resumable_streams.shut_down()
+            if tool_box is not None:
+                tool_box.close()
             scheduler.stop()
 
     app = FastAPI(title="Hearth", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.scheduler = scheduler
+    app.state.tool_box = tool_box
     # The API keys (read here unless given: KeyFileError when --api-key-file is unusable).
     app.state.key_ring = KeyRing.from_settings(settings) if key_ring is None else key_ring
     if model_choice is not None:  # the engine is a pool: its models come and go
@@ -122,6 +120,20 @@ def create_app(
     _add_request_state(app, settings, scheduler)
     _add_routes_and_handlers(app)
     return app
+
+
+def _scheduler(
+    settings: HearthSettings, engine: Engine, log: RequestLog, max_pending_events: int
+) -> Scheduler:
+    return Scheduler(
+        engine,
+        multiuser=settings.multiuser,
+        on_finished=log.finished,
+        max_pending_events=max_pending_events,
+        default_seed=settings.seed,
+        owner_share=settings.multiuserperkey,
+        sleep_idle_seconds=settings.sleep_idle_seconds,
+    )
 
 
 def _engine_info(engine: Engine) -> ModelInfo:
@@ -163,7 +175,10 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_middleware(WakeOnUseMiddleware)  # --sleep-idle-seconds: what wakes the model
     # Browsers may call the API straight from a page (hosted APIs often refuse this), from
     # the pages --cors-origins names (server/dialects/cors.py).
-    origins = app.state.settings.cors_origin_list()
+    # With tools on, pages from elsewhere are refused unless --cors-origins says otherwise.
+    settings = app.state.settings
+    tools_on = settings.server_tools_wanted() or app.state.tool_box is not None
+    origins = settings.cors_origin_list(tools_on=tools_on)
     app.add_middleware(CORSOriginsMiddleware, origins=origins)
     routers = (
         kobold_router,

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from server.core.scheduler import Scheduler
 from server.dialects.streaming import SHUTDOWN_GRACE_SECONDS
 from server.process.tls import TlsFiles
+from server.server_tools.registry import ToolBox
 
 # How long open requests get to finish after shutdown began: running ones stop within a token.
 DRAIN_SECONDS = 1.5
@@ -29,12 +30,17 @@ _DRAIN_POLL_SECONDS = 0.02
 
 
 class HearthServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, scheduler: Scheduler) -> None:
+    def __init__(
+        self, config: uvicorn.Config, scheduler: Scheduler, tool_box: ToolBox | None = None
+    ) -> None:
         super().__init__(config)
         self._scheduler = scheduler
+        self._tool_box = tool_box
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self._scheduler.shut_down()
+        if self._tool_box is not None:  # ends tool calls in flight (an MCP server's slow call)
+            self._tool_box.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DRAIN_SECONDS
         while not self._scheduler.idle() and loop.time() < deadline:
@@ -89,4 +95,4 @@ def http_server(
         ssl_keyfile=None if tls is None else tls.key,
     )
     scheduler: Scheduler = app.state.scheduler
-    return HearthServer(config, scheduler)
+    return HearthServer(config, scheduler, getattr(app.state, "tool_box", None))

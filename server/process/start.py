@@ -28,6 +28,7 @@ from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
 from server.process.http_server import http_server, listening_sockets
 from server.process.load_settings import TemplateSettingError, load_settings, template_choice
 from server.process.tls import TlsFiles
+from server.process.tool_setup import ToolSetupFailed, tool_box_for
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")
@@ -56,12 +57,19 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
     try:
         key_ring = KeyRing.from_settings(settings)  # before the model: a bad key file stops
         reload_on_hangup(key_ring)  # SIGHUP re-reads it, and no longer ends the process
-        engine, choice = load_models(settings)
+        tool_box = tool_box_for(settings)  # --tools, MCP servers: a bad configuration stops
     except KeyFileError as exc:
         logger.error("hearth: --api-key-file %s", exc)
         return EXIT_USAGE
+    except ToolSetupFailed as exc:
+        logger.error("hearth: %s", exc)
+        return EXIT_USAGE
+    try:
+        engine, choice = load_models(settings)
     except StartFailed as exc:
         logger.error("hearth: %s", exc)
+        if tool_box is not None:
+            tool_box.close()
         return exc.exit_code
     # From here SIGTERM (the launcher's Stop, a logout, a service manager) is a normal stop,
     # like Ctrl-C: uvicorn re-raises the signal it caught once it has shut down, and the
@@ -71,7 +79,9 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            app = create_app(settings, engine, model_choice=choice, key_ring=key_ring)
+            app = create_app(
+                settings, engine, model_choice=choice, key_ring=key_ring, tool_box=tool_box
+            )
             announce_start(
                 settings,
                 engine.model_name,
@@ -85,6 +95,8 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
         # Closing explicitly: llama-cpp-python's finalizers raise at interpreter shutdown.
         engine.close()
         choice.close()
+        if tool_box is not None:
+            tool_box.close()
     logger.info("Hearth stopped.")
     return 0
 

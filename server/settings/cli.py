@@ -34,6 +34,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "adminpassword": ("--adminpassword",),
     "embeddingsmodel": ("--embeddingsmodel",),
     "rerank": ("--rerank", "--reranking"),  # llama-server's flags
+    "pooling": ("--pooling",),
     "spm_infill": ("--spm-infill",),  # llama-server's flag
     "host": ("--host",),
     "port_param": ("--port",),
@@ -133,6 +134,11 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "trustedproxies": ("--trustedproxies",),
     "cors_origins": ("--cors-origins",),  # llama-server's flag
     "multiuserperkey": ("--multiuserperkey",),  # Hearth's own
+    # -- server-side tools (server/settings/tool_fields.py): llama-server's flags --
+    "server_tools": ("--tools",),
+    "tools_runtime": ("--tools-runtime",),
+    "mcp_servers_json": ("--mcp-servers-json",),
+    "mcp_servers_config": ("--mcp-servers-config",),
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -191,6 +197,11 @@ _METAVARS = {
     "ratelimit": "SECONDS",
     "keyratelimit": "SECONDS",
     "cors_origins": "ORIGIN[,ORIGIN]|localhost|*",
+    # -- server-side tools --
+    "server_tools": "all|TOOL[,TOOL]",
+    "tools_runtime": "KIND:TARGET",
+    "mcp_servers_json": "JSON",
+    "mcp_servers_config": "FILE",
 }
 
 

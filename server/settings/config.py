@@ -26,6 +26,7 @@ from server.settings.model_fields import ModelOptionFields
 from server.settings.network_fields import NetworkFields
 from server.settings.speculation_fields import SpeculationFields
 from server.settings.template_fields import ChatTemplateFields
+from server.settings.tool_fields import ToolFields
 
 DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
@@ -38,11 +39,12 @@ class HearthSettings(
     LoraFields,
     MediaFields,
     NetworkFields,
+    ToolFields,
 ):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
     The chat template's settings are in server/settings/template_fields.py, the model-loading
     options in model_fields.py, speculative decoding's in speculation_fields.py, TLS, keys and
-    limits in network_fields.py."""
+    limits in network_fields.py, the server-side tools in tool_fields.py."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
@@ -86,15 +88,19 @@ class HearthSettings(
         default=None,
         description="GGUF model for the embeddings routes (none: the chat model embeds).",
     )
-    # llama-server's --rerank/--reranking: /v1/rerank scores documents with the embeddings
-    # model (else the chat model), its rank head pooling (a key of Hearth's own in a .kcpps).
+    # llama-server's --pooling (None: the model's own, else the mean).
+    pooling: Literal["none", "mean", "cls", "last", "rank"] | None = Field(
+        default=None,
+        description="Pooling of the embeddings routes: none (a vector per token, on "
+        "/embeddings only), mean, cls, last or rank; default: the model's own.",
+    )
+    # llama-server's --rerank/--reranking (a key of Hearth's own in a .kcpps).
     rerank: bool = Field(
         default=False,
         description="Serve /v1/rerank (llama-server's) with the embeddings model, else the chat "
         "model: a reranker GGUF (with a rank head) gives relevance scores.",
     )
-    # llama-server's --spm-infill: /infill puts the suffix before the prefix (suffix, prefix,
-    # middle), the order some code models were trained on.
+    # llama-server's --spm-infill: /infill's suffix before its prefix, as some models learnt.
     spm_infill: bool = Field(
         default=False,
         description="/infill prompts in suffix-prefix-middle order (default prefix-suffix-middle).",
@@ -207,8 +213,7 @@ class HearthSettings(
     nofastforward: bool = Field(
         default=False, description="Never reuse the KV cache of a shared prompt prefix."
     )
-    # llama-server's --cache-ram (8192 MiB there); KoboldCpp has none, so a .kcpps file
-    # without it means the default.
+    # llama-server's --cache-ram (8192 MiB there); a .kcpps file without it: the default.
     cacheram: int = Field(
         default=DEFAULT_CACHE_RAM_MIB,
         ge=0,

@@ -65,10 +65,12 @@ class NetworkFields(BaseModel):
         "names the client; from any other peer the header is ignored.",
     )
     # llama-server's --cors-origins: the web origins whose pages may call the API.
-    cors_origins: str = Field(
-        default="*",
+    # None: not given, which is `*` unless server tools are on (then `localhost`).
+    cors_origins: str | None = Field(
+        default=None,
         description="Web origins whose pages may call the API, comma-separated; localhost: "
-        "pages of this machine only; * (default): any.",
+        "pages of this machine only; * (the default, but localhost with --tools or MCP "
+        "servers): any.",
     )
     # Hearth's own: the places of the multiuser queue one key (or address) may hold.
     multiuserperkey: int = Field(
@@ -113,9 +115,9 @@ class NetworkFields(BaseModel):
     @field_validator("cors_origins", mode="before")
     @classmethod
     def _origins(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return "*"
-        return value.strip() if isinstance(value, str) else value
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
 
     def tls_files(self) -> tuple[str, str] | None:
         """(certificate, private key) to serve HTTPS with, or None for plain HTTP. KoboldCpp's
@@ -130,6 +132,10 @@ class NetworkFields(BaseModel):
             raise ValueError("--ssl-cert-file and --ssl-key-file go together")
         return None
 
-    def cors_origin_list(self) -> list[str]:
-        """--cors-origins as a list: ["*"], ["localhost"], or the origins named."""
+    def cors_origin_list(self, *, tools_on: bool = False) -> list[str]:
+        """--cors-origins as a list: ["*"], ["localhost"], or the origins named. Not given, it
+        is ["*"], or ["localhost"] when `tools_on` (llama-server's rule: pages from elsewhere
+        must not reach tools that act on this machine)."""
+        if self.cors_origins is None:
+            return ["localhost"] if tools_on else ["*"]
         return [part.strip() for part in self.cors_origins.split(",") if part.strip()] or ["*"]

@@ -12,7 +12,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from server.dialects.deps import key_required
-from server.dialects.errors import Dialect
+from server.dialects.errors import APIError, Dialect, ErrorKind
 
 PROXY_OFF_MESSAGE = "this feature is disabled"
 
@@ -26,6 +26,11 @@ router = APIRouter(tags=["llama-server"])
     include_in_schema=False,
 )
 async def cors_proxy() -> JSONResponse:
-    """Always llama-server's answer with its proxy off (its body has no `code`)."""
+    """Always llama-server's answer with its proxy off."""
+    raise feature_disabled()
+
+
+def feature_disabled() -> APIError:
+    """llama-server's 403 for a feature it was not started with (its body has no `code`)."""
     body = {"error": {"message": PROXY_OFF_MESSAGE, "type": "feature_disabled"}}
-    return JSONResponse(body, status_code=403)
+    return APIError(403, PROXY_OFF_MESSAGE, ErrorKind.SERVER, body=body)

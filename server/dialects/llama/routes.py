@@ -24,6 +24,7 @@ from server.dialects.llama import (
     rerank,
     router_routes,
     stream_resume,
+    tool_routes,
 )
 from server.dialects.llama.formatter import NativeCompletionWire
 from server.dialects.llama.schemas import (
@@ -51,6 +52,7 @@ router.include_router(proxy_routes.router)  # /cors-proxy: off, as llama-server 
 router.include_router(infill.router)  # /infill: fill-in-the-middle with the model's FIM tokens
 router.include_router(rerank.router)  # /v1/rerank and its spellings, with --rerank
 router.include_router(router_routes.router)  # /models, /models/load, /models/unload
+router.include_router(tool_routes.router)  # /tools: --tools and MCP servers' tools
 OPENAI = Dialect.OPENAI
 RequireKey = key_required(OPENAI)
 
