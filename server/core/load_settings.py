@@ -127,3 +127,6 @@ class LoadSettings:
     options: ModelOptions = field(default_factory=ModelOptions)  # KV type, flash attention, ...
     speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
     media: MediaSettings = field(default_factory=MediaSettings)
+    # llama-server's --pooling for the embeddings routes (server/core/llama/embedder.py): none,
+    # mean, cls, last or rank; None: the model's own (else the mean).
+    pooling: str | None = None

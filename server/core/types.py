@@ -225,9 +225,13 @@ class TokenEvent:
 class EmbeddingsEvent:
     """What an embedding request produced, delivered once, before its GenerationOutcome."""
 
-    vectors: tuple[tuple[float, ...], ...]  # one per input, in order, of unit length
+    # One per input, in order, of unit length (a rank head's scores: as they are); empty when
+    # nothing is pooled (--pooling none): `token_vectors` then.
+    vectors: tuple[tuple[float, ...], ...]
     token_counts: tuple[int, ...]  # tokens embedded per input (after any truncation)
     decodes: int = 1  # llama.cpp decodes they took: several inputs share one
+    # --pooling none: per input, each token's output vector, raw (as llama-server's /embeddings).
+    token_vectors: tuple[tuple[tuple[float, ...], ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

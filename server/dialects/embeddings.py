@@ -6,6 +6,8 @@ once: the dimensions check, which model embeds (the separate `--embeddingsmodel`
 model the body names, loaded as a generation would load it), taking a queue place (503 when
 full), waiting while watching for the client to leave, and turning a failed job into the
 dialect's error (400 for an input the model cannot take, 503 at shutdown, 500 otherwise).
+With --pooling none there are no pooled vectors, only each token's: llama-server's /embeddings
+answers them (`per_token_answer`); every other route refuses with llama-server's 400.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from server.settings.config import HearthSettings
 
 # OpenAI's limit on the inputs of one request; each costs a decode slot, so it bounds the work.
 MAX_INPUTS = 2048
+# llama-server's answer on its OpenAI-compatible route when the server pools nothing.
+NOT_POOLED = "Pooling type 'none' is not OAI compatible. Please use a different pooling type"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,8 @@ class Embedded:
     prompt_tokens: int
     model: str  # the name of the model that embedded them
     seconds: float  # from arrival to the answer (Ollama's total_duration)
+    # --pooling none: per input, its tokens' raw vectors (`vectors` is then empty).
+    token_vectors: tuple[tuple[tuple[float, ...], ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,9 @@ class EmbeddingAsk:
     # Ollama's empty input: the request only loads its model (unloads it with keep_alive 0);
     # the answer, given the model's name.
     model_only_answer: Callable[[str], Mapping[str, Any]] | None = None
+    # The answer when nothing is pooled (--pooling none), from each token's vector; None: the
+    # route answers only pooled vectors, and refuses such a server's requests (NOT_POOLED).
+    per_token_answer: Callable[[Embedded], Any] | None = None
 
 
 def embedding_route(
@@ -90,6 +99,8 @@ def embedding_route(
             if ask.model_only_answer is not None:
                 loaded = await route.load_only(ask.model, ask.keep_alive)
                 return JSONResponse(ask.model_only_answer(loaded))
+            if served.settings.pooling == "none" and ask.per_token_answer is None:
+                raise APIError(400, NOT_POOLED, dialect=dialect)
             embedded = await route.embed(
                 ask.inputs,
                 model=ask.model,
@@ -97,6 +108,8 @@ def embedding_route(
                 id_prefix=ask.id_prefix,
                 keep_alive=ask.keep_alive,
             )
+            if embedded.token_vectors is not None and ask.per_token_answer is not None:
+                return JSONResponse(ask.per_token_answer(embedded))
             return JSONResponse(ask.answer(embedded))
 
         json_route(router, path, body_model, dialect, answer=answer, name=name or asked.__name__)(
@@ -174,7 +187,8 @@ class EmbeddingRoute:
         self._raise_if_failed(outcome)
         if event is None:  # pragma: no cover - the engine contract: vectors before success
             raise APIError(500, "the model gave no embeddings", ErrorKind.SERVER, self.dialect)
-        return Embedded(event.vectors, outcome.prompt_tokens, name, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        return Embedded(event.vectors, outcome.prompt_tokens, name, seconds, event.token_vectors)
 
     async def load_only(self, model: str | None, keep_alive: float | None) -> str:
         """Ollama's empty input: load the model (unload with keep_alive 0) in queue order, as

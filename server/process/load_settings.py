@@ -68,6 +68,7 @@ def load_settings(
             on_cpu=settings.mmprojcpu,
             image_tokens=(settings.visionmintokens, settings.visionmaxtokens),
         ),
+        pooling=settings.pooling,
     )
 
 

@@ -2,8 +2,10 @@
 
 The context is separate from the one that generates, so embedding never touches the chat
 KV cache (or its reused prefixes). Several inputs go into one `llama_batch` as different
-sequences and are decoded once; llama.cpp pools each sequence (the model's own pooling when
-its GGUF declares one, else the mean over its tokens) and Hearth L2-normalises the result.
+sequences and are decoded once; llama.cpp pools each sequence (--pooling, else the model's
+own pooling when its GGUF declares one, else the mean over its tokens) and Hearth
+L2-normalises the result. With --pooling none nothing is pooled: each input gives its tokens'
+raw output vectors (server/core/llama/pooling.py).
 
 Sizes, and why:
 - A pooled sequence must lie within one micro-batch (llama.cpp overwrites a sequence's pooled
@@ -27,7 +29,6 @@ document per decode.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,13 @@ import llama_cpp as llama
 from server.core.engine import EngineError
 from server.core.llama.model import Vocabulary
 from server.core.llama.native import quiet_llama_logs
+from server.core.llama.pooling import (
+    Vector,
+    output_size,
+    pooled_vector,
+    pooling_type,
+    token_vectors,
+)
 from server.core.llama.rerank import has_rank_head, rerank_tokens
 from server.core.load_settings import LoadSettings
 from server.core.types import (
@@ -60,11 +68,8 @@ _PADDING_SEQUENCE = _SEQUENCES - 1
 # rounds differently: a decode is padded to a multiple of 4 rows so an input's vector does not
 # depend on how many rows the other inputs of its batch had.
 _ROW_GROUP = 4
-_POOLINGS = {
-    llama.LLAMA_POOLING_TYPE_MEAN,
-    llama.LLAMA_POOLING_TYPE_CLS,
-    llama.LLAMA_POOLING_TYPE_LAST,
-}
+# What a decode gives each input: its pooled vector alone, or (no pooling) one per token.
+_Outputs = tuple[Vector, ...]
 
 
 class InputRejectedError(ValueError):
@@ -93,7 +98,11 @@ class Embedder:
         self._owns_model = owns_model  # a separate --embeddingsmodel: freed with the context
         self._rank = rank  # scores documents against a query (see the module's docstring)
         self._ranker: Embedder | None = None  # this model's rank context, made when first asked
-        headless = rank and not has_rank_head(vocabulary.path)
+        self._pooling = (
+            llama.LLAMA_POOLING_TYPE_RANK if rank else pooling_type(vocabulary, settings.pooling)
+        )
+        ranks = self._pooling == llama.LLAMA_POOLING_TYPE_RANK
+        headless = ranks and not has_rank_head(vocabulary.path)
         self._per_decode = 1 if headless else _PADDING_SEQUENCE
         model = vocabulary.model
         if llama.llama_model_has_encoder(model) and llama.llama_model_has_decoder(model):
@@ -102,7 +111,7 @@ class Embedder:
         trained = int(llama.llama_model_n_ctx_train(model)) or settings.contextsize
         fitting = min(settings.batch_size, settings.contextsize, trained)
         self.capacity = max(_SEQUENCES, fitting // _SEQUENCES * _SEQUENCES)
-        self.size = int(llama.llama_model_n_embd_out(model))
+        self.size = output_size(model, self._pooling)
         self._context = llama.llama_init_from_model(model, self._context_params(settings))
         if not self._context:
             raise EngineError(f"{vocabulary.path}: could not create an embedding context")
@@ -150,20 +159,11 @@ class Embedder:
         params.n_seq_max = _SEQUENCES
         params.kv_unified = True
         params.embeddings = True
-        params.pooling_type = llama.LLAMA_POOLING_TYPE_RANK if self._rank else self._pooling()
+        params.pooling_type = self._pooling
         params.n_threads = settings.thread_count
         params.n_threads_batch = settings.thread_count
         params.no_perf = True
         return params
-
-    def _pooling(self) -> int:
-        """The pooling the GGUF declares (CLS for BERT-style models, last token for some
-        decoder embedders), else the mean of the tokens: a chat model declares none."""
-        vocabulary = self._vocabulary
-        architecture = vocabulary.metadata("general.architecture") or ""
-        declared = vocabulary.metadata(f"{architecture}.pooling_type")
-        pooling = int(declared) if declared is not None and declared.isdigit() else None
-        return pooling if pooling in _POOLINGS else llama.LLAMA_POOLING_TYPE_MEAN
 
     # -- embedding -------------------------------------------------------------------------
 
@@ -171,7 +171,7 @@ class Embedder:
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineEvent]:
         """One EmbeddingsEvent (a unit vector per input, in order; for a rank request a
-        score per document), then the outcome."""
+        score per document; with no pooling each input's token vectors), then the outcome."""
         if request.rank_query is not None and not self._rank:
             yield from self._rank_context().embed(request, cancelled)
             return
@@ -184,15 +184,19 @@ class Embedder:
         except InputRejectedError as exc:
             yield GenerationOutcome(FinishReason.ERROR, error=str(exc), input_rejected=True)
             return
-        vectors: list[tuple[float, ...]] = []
+        outputs: list[_Outputs] = []
         decodes = 0
         for group in self._decode_groups(inputs):
             if cancelled.is_set():
                 yield self._outcome(FinishReason.CANCELLED, inputs, started)
                 return
-            vectors += self._decode(group)
+            outputs += self._decode(group)
             decodes += 1
-        yield EmbeddingsEvent(tuple(vectors), tuple(len(item.ids) for item in inputs), decodes)
+        counts = tuple(len(item.ids) for item in inputs)
+        if self._pooling == llama.LLAMA_POOLING_TYPE_NONE:
+            yield EmbeddingsEvent((), counts, decodes, token_vectors=tuple(outputs))
+        else:
+            yield EmbeddingsEvent(tuple(pooled for (pooled,) in outputs), counts, decodes)
         yield self._outcome(FinishReason.STOP, inputs, started)
 
     def _tokens(self, index: int, item: EmbedInput, request: GenerationRequest) -> list[int]:
@@ -246,8 +250,9 @@ class Embedder:
         if group:
             yield group
 
-    def _decode(self, group: list[_Tokens]) -> list[tuple[float, ...]]:
-        """Decode a group's inputs at once, one sequence each; their unit vectors."""
+    def _decode(self, group: list[_Tokens]) -> list[_Outputs]:
+        """Decode a group's inputs at once, one sequence each; each input's pooled vector, or
+        with no pooling its tokens' vectors."""
         batch = self._batch
         row = 0
         for sequence, item in enumerate(group):
@@ -265,13 +270,18 @@ class Embedder:
         status = process(self._context, batch)
         if status != 0:
             raise EngineError(f"embedding decode failed with status {status}")
-        vectors = []
-        for sequence in range(len(group)):
-            pooled = llama.llama_get_embeddings_seq(self._context, sequence)
-            if not pooled:
-                raise EngineError("llama.cpp returned no pooled embedding")
-            vectors.append((float(pooled[0]),) if self._rank else _unit(pooled[: self.size]))
-        return vectors
+        if self._pooling != llama.LLAMA_POOLING_TYPE_NONE:
+            return [
+                (pooled_vector(self._context, sequence, self._pooling, self.size),)
+                for sequence in range(len(group))
+            ]
+        outputs = []
+        first = 0  # the inputs' rows follow one another, in order, from row 0
+        for item in group:
+            rows = range(first, first + len(item.ids))
+            outputs.append(token_vectors(self._context, rows, self.size))
+            first = rows.stop
+        return outputs
 
     def _put(self, row: int, token: int, position: int, sequence: int) -> None:
         batch = self._batch
@@ -279,7 +289,7 @@ class Embedder:
         batch.pos[row] = position
         batch.n_seq_id[row] = 1
         batch.seq_id[row][0] = sequence
-        batch.logits[row] = True  # pooling reads every token's output
+        batch.logits[row] = True  # pooling reads every token's output (so does no pooling)
 
     def _outcome(
         self, reason: FinishReason, inputs: list[_Tokens], started: float
@@ -305,11 +315,3 @@ class Embedder:
         llama.llama_free(self._context)
         if self._owns_model:
             llama.llama_model_free(self._vocabulary.model)
-
-
-def _unit(values: list[float]) -> tuple[float, ...]:
-    """`values` scaled to length 1 (Euclidean), as OpenAI's and Ollama's vectors are."""
-    norm = math.sqrt(math.fsum(value * value for value in values))
-    if norm == 0.0:
-        return tuple(values)
-    return tuple(value / norm for value in values)

@@ -3,13 +3,20 @@
 The request and answer shapes are server/dialects/embedding_shapes.py (KoboldCpp answers in
 them too); `dimensions` other than the model's own size is a 400
 (EmbeddingRoute.check_dimensions).
+
+With --pooling none, /embeddings answers as llama-server's does, a list of
+`{"index": i, "embedding": [[...token 1...], [...token 2...], ...]}` with each token's raw
+vector, and /v1/embeddings refuses with llama-server's 400 (server/dialects/embeddings.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from fastapi import APIRouter
+from pydantic import RootModel
+from typing_extensions import TypedDict
 
 from server.dialects.embedding_shapes import (
     EmbeddingList,
@@ -17,10 +24,21 @@ from server.dialects.embedding_shapes import (
     embedding_inputs,
     embedding_list,
 )
-from server.dialects.embeddings import EmbeddingAsk, embedding_route
+from server.dialects.embeddings import Embedded, EmbeddingAsk, embedding_route
 from server.dialects.errors import Dialect
 
 router = APIRouter(tags=["OpenAI"])
+
+
+class TokenEmbeddings(TypedDict):
+    """One input of llama-server's /embeddings answer with --pooling none."""
+
+    index: int
+    embedding: list[list[float]]  # each token's output vector, raw, in order
+
+
+class LlamaServerEmbeddings(RootModel[EmbeddingList | list[TokenEmbeddings]]):
+    """The answer of /embeddings: OpenAI's list, or with --pooling none each token's vector."""
 
 
 def embeddings(body: OpenAIEmbeddingRequest) -> EmbeddingAsk:
@@ -34,12 +52,31 @@ def embeddings(body: OpenAIEmbeddingRequest) -> EmbeddingAsk:
     )
 
 
-for _path in ("/v1/embeddings", "/embeddings"):  # the second is llama-server's
-    embedding_route(
-        router,
-        _path,
-        OpenAIEmbeddingRequest,
-        EmbeddingList,
-        Dialect.OPENAI,
-        name=f"embeddings{_path.replace('/', '_')}",
-    )(embeddings)
+def per_token_list(embedded: Embedded) -> list[TokenEmbeddings]:
+    return [
+        {"index": index, "embedding": [list(vector) for vector in tokens]}
+        for index, tokens in enumerate(embedded.token_vectors or ())
+    ]
+
+
+def llama_server_embeddings(body: OpenAIEmbeddingRequest) -> EmbeddingAsk:
+    """/embeddings: as /v1/embeddings, and each token's vector when nothing is pooled."""
+    return replace(embeddings(body), per_token_answer=per_token_list)
+
+
+embedding_route(
+    router,
+    "/v1/embeddings",
+    OpenAIEmbeddingRequest,
+    EmbeddingList,
+    Dialect.OPENAI,
+    name="embeddings_v1_embeddings",
+)(embeddings)
+embedding_route(
+    router,
+    "/embeddings",
+    OpenAIEmbeddingRequest,
+    LlamaServerEmbeddings,
+    Dialect.OPENAI,
+    name="embeddings_embeddings",
+)(llama_server_embeddings)

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from server.base.defaults import DEFAULT_CACHE_RAM_MIB
 from server.devices.placement import Placement
 from server.process.console import announce_start
+from server.process.exit_codes import EXIT_USAGE
+from server.process.serve import main as serve_main
 from server.settings.cli import build_parser, parse_command_line
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError, load_kcpps, save_kcpps
@@ -100,6 +102,13 @@ def test_defaults_follow_koboldcpp_but_listen_on_loopback() -> None:
 def test_out_of_range_flag_is_rejected() -> None:
     with pytest.raises(ValidationError):
         parse_command_line(["--parallelrequests", "99"])
+
+
+def test_pooling_flag_takes_llama_server_s_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_command_line([]).settings.pooling is None  # the model's own
+    assert parse_command_line(["--pooling", "last"]).settings.pooling == "last"
+    assert serve_main(["--pooling", "max"]) == EXIT_USAGE
+    assert "pooling" in capsys.readouterr().err
 
 
 def test_non_loopback_host_without_password_warns(caplog: pytest.LogCaptureFixture) -> None:
