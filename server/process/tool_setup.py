@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from server.base.netcheck import is_loopback
 from server.server_tools.builtin import builtin_tools
 from server.server_tools.mcp_config import McpConfigError, McpServerConfig, mcp_configs_from
 from server.server_tools.mcp_tools import start_mcp_tools
@@ -33,6 +34,7 @@ def tool_box_for(settings: HearthSettings) -> ToolBox | None:
     """The tools to serve, or None when --tools and the MCP settings are all unset."""
     if not settings.server_tools_wanted():
         return None
+    _refuse_an_open_door(settings)
     builtin, configs = _read_settings(settings)
     runtime, closers = _runtime(settings.tools_runtime)
     mcp_tools, close_mcp = start_mcp_tools(configs, logger.warning) if configs else ([], None)
@@ -48,6 +50,18 @@ def tool_box_for(settings: HearthSettings) -> ToolBox | None:
         len(box.tools),
     )
     return box
+
+
+def _refuse_an_open_door(settings: HearthSettings) -> None:
+    """Tools on an address others reach, with no key: anyone there could run commands here.
+    llama-server only warns; Hearth asks for a key first."""
+    exposed = [host for host in settings.listen_hosts if not is_loopback(host)]
+    keyed = settings.password or settings.api_key or settings.api_key_file
+    if exposed and not keyed:
+        raise ToolSetupFailed(
+            f"server tools on {', '.join(exposed)} (reachable from other machines) need an API "
+            "key: add --api-key KEY (or --password), or listen on 127.0.0.1 only."
+        )
 
 
 def _read_settings(settings: HearthSettings) -> tuple[list[ServerTool], list[McpServerConfig]]:

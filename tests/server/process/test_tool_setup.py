@@ -99,3 +99,20 @@ def test_hearth_stops_with_a_usage_error_before_the_model(
     argv = ["--skiplauncher", "--port", str(free_port()), "--model", str(tmp_path / "x.gguf")]
     assert serve_command.main([*argv, "--mcp-servers-json", "not valid json"]) == EXIT_USAGE
     assert "x.gguf" not in caplog.text and "JSON" in caplog.text
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1,192.168.1.20", "::"])
+def test_tools_reachable_from_the_network_need_a_key(host: str) -> None:
+    """llama-server only warns; Hearth will not open its shell tool to a network keyless."""
+    with pytest.raises(ToolSetupFailed, match="need an API key"):
+        tool_box_for(HearthSettings(host=host, server_tools="all"))
+    for key in ({"api_key": "k"}, {"password": "pw"}):
+        box = tool_box_for(
+            HearthSettings.model_validate({"host": host, "server_tools": "all", **key})
+        )
+        assert box is not None and box.tools
+
+
+@pytest.mark.parametrize("host", ["", "localhost", "127.0.0.1", "::1"])
+def test_tools_on_this_machine_alone_need_no_key(host: str) -> None:
+    assert tool_box_for(HearthSettings(host=host, server_tools="read_file")) is not None
