@@ -78,6 +78,7 @@ LLAMA_SERVER_PATHS = frozenset(
     | {"/health", "/props", "/completion", "/slots", "/metrics", "/embeddings"}
     | {"/chat/completions/input_tokens", "/responses/input_tokens", "/lora-adapters"}
     | {"/infill", "/rerank", "/reranking", "/cors-proxy", "/responses"}
+    | {"/tools"}  # --tools and MCP servers (server/dialects/llama/tool_routes.py)
     | {"/models", "/models/load", "/models/unload"}
     | {"/predict"}  # Vertex AI's prediction route (AIP_PREDICT_ROUTE may move it)
 )

@@ -236,3 +236,13 @@ def test_the_tools_settings_from_the_command_line() -> None:
     assert not HearthSettings().server_tools_wanted()
     assert HearthSettings().cors_origin_list() == ["*"]
     assert HearthSettings().cors_origin_list(tools_on=True) == ["localhost"]
+
+
+def test_errors_before_the_route_runs_are_in_llama_servers_shape(serve_engine: Serve) -> None:
+    """/tools is llama-server's path: a wrong method or body answers in its (OpenAI) shape."""
+    server = serve_tools(serve_engine, RecordingTool())
+    wrong_method = httpx.put(f"{server.base_url}/tools")
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["type"] == "invalid_request_error"
+    not_json = httpx.post(f"{server.base_url}/tools", content=b"{nope")
+    assert not_json.status_code == 400 and "error" in not_json.json()
