@@ -95,4 +95,4 @@ def http_server(
         ssl_keyfile=None if tls is None else tls.key,
     )
     scheduler: Scheduler = app.state.scheduler
-    return HearthServer(config, scheduler, getattr(app.state, "tool_box", None))
+    return HearthServer(config, scheduler, app.state.tool_box)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from server.base.netcheck import is_loopback
 from server.server_tools.builtin import builtin_tools
-from server.server_tools.mcp_config import McpConfigError, McpServerConfig, mcp_configs_from
+from server.server_tools.mcp_config import McpServerConfig, mcp_configs_from
 from server.server_tools.mcp_tools import start_mcp_tools
 from server.server_tools.registry import ServerTool, ToolBox, ToolRefused
 from server.server_tools.runtime_spawn import SpawnedContainer
@@ -67,9 +67,9 @@ def _refuse_an_open_door(settings: HearthSettings) -> None:
 def _read_settings(settings: HearthSettings) -> tuple[list[ServerTool], list[McpServerConfig]]:
     try:
         names = settings.server_tool_names()
-        builtin = builtin_tools(names, settings.tools_runtime) if names else []
+        builtin = builtin_tools(names) if names else []  # the runtime is checked by _runtime
         configs = mcp_configs_from(settings.mcp_servers_json, settings.mcp_servers_config)
-    except (ValueError, OSError, McpConfigError, ToolRefused) as exc:
+    except ValueError as exc:  # McpConfigError too, an unreadable file included
         raise ToolSetupFailed(str(exc)) from None
     return builtin, configs
 

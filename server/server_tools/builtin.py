@@ -28,11 +28,11 @@ BUILTIN_TOOL_NAMES = tuple(tool.name for tool in BUILTIN_TOOLS)
 
 
 def builtin_tools(enabled: list[str], runtime: str | None = None) -> list[ServerTool]:
-    """The tools `enabled` names ("all" for every one), acting on `runtime` by default.
+    """The tools `enabled` names ("all" for every one).
 
-    Raises ValueError for a name that is no tool, or a runtime spec that is not valid. A
-    spec that starts a container (`docker:<image>`) is valid here, but the calls must then
-    carry the running container's spec (runtime_spawn.SpawnedContainer.spec()).
+    Raises ValueError for a name that is no tool, or for a `runtime` spec (--tools-runtime,
+    when given) that is not valid. Each call says where it runs (ToolCall.runtime: the
+    ToolBox fills in --tools-runtime, or the running container a `docker:<image>` started).
     """
     wanted = {name.strip() for name in enabled if name.strip()}
     unknown = sorted(wanted - {"all", *BUILTIN_TOOL_NAMES})
@@ -45,4 +45,4 @@ def builtin_tools(enabled: list[str], runtime: str | None = None) -> list[Server
         check_runtime_spec(runtime)
     except ToolRefused as err:
         raise ValueError(str(err)) from err
-    return [tool(runtime) for tool in BUILTIN_TOOLS if "all" in wanted or tool.name in wanted]
+    return [tool() for tool in BUILTIN_TOOLS if "all" in wanted or tool.name in wanted]

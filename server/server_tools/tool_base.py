@@ -22,10 +22,6 @@ class BuiltinTool(ServerTool):
     required: ClassVar[tuple[str, ...]] = ()
     uses_cwd = True
 
-    def __init__(self, runtime: str | None = None) -> None:
-        # `--tools-runtime`, for a call whose `runtime` the route left empty
-        self.default_runtime = runtime
-
     def definition(self) -> JsonObject:
         parameters: JsonObject = {"type": "object", "properties": dict(self.parameters)}
         if self.required:
@@ -40,8 +36,9 @@ class BuiltinTool(ServerTool):
         }
 
     def runtime(self, call: ToolCall) -> Runtime:
-        """Where this call acts (raises ToolRefused for a spec that must not be used)."""
-        return runtime_for(call.runtime or self.default_runtime, call.cwd)
+        """Where this call acts (raises ToolRefused for a spec that must not be used); the
+        route fills in --tools-runtime for a call that names none (ToolBox.default_runtime)."""
+        return runtime_for(call.runtime, call.cwd)
 
 
 def prop(kind: str, description: str) -> JsonObject:
