@@ -11,7 +11,9 @@ and renders them.
 
 Tool calls without a model-specific format work the KoboldCpp way: the tools are described in
 the system text, and the reply is constrained by a JSON schema to one valid call
-(`{"name": ..., "arguments": {...}}`), which `parse_tool_call` reads back.
+(`{"name": ..., "arguments": {...}}`), read back while it streams by
+server/core/tool_formats_bound.py. What a template does not show of such calls and their
+results is written in for it (server/core/template_polyfills.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import copy
 import enum
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,12 @@ import jinja2
 # ChatTemplateError lives with the Jinja it is mostly about; it is imported from here too.
 from server.core.template_jinja import ChatTemplateError as ChatTemplateError
 from server.core.template_jinja import compile_template, default_variables, render_template
+from server.core.template_polyfills import (
+    TemplateShows,
+    needs_polyfill,
+    polyfilled,
+    probe_template,
+)
 from server.core.tool_formats import ToolFormat, detect_tool_format, format_tags
 from server.core.types import MediaInput
 
@@ -112,6 +119,7 @@ class ChatTemplate:
         self._kwargs: dict[str, Any] = dict(kwargs or {})
         # The model's own tool-call format, parsed live (server/core/tool_formats.py).
         self._tool_format = detect_tool_format(jinja_source)
+        self._template_shows: TemplateShows | None = None  # probed when first needed
         if jinja_source:
             self._jinja = compile_template(jinja_source)
 
@@ -220,17 +228,10 @@ class ChatTemplate:
                 }
                 for t in tools
             ]
-        # llama.cpp's defaults, then the template's variables: the conversation's names win.
-        context = {
-            **default_variables(extra.get("tools", [])),
-            **self._kwargs,
-            "messages": [_jinja_message(m) for m in turns],
-            "add_generation_prompt": end is PromptEnd.REPLY,
-            "bos_token": self._bos,
-            "eos_token": self._eos,
-            **extra,
-        }
-        prompt = render_template(self._jinja, self._origin, context)
+        messages = [_jinja_message(m) for m in turns]
+        if needs_polyfill(messages):
+            messages = polyfilled(messages, self._shows())
+        prompt = self._render(messages, end is PromptEnd.REPLY, extra)
         if end is PromptEnd.CONTINUE:
             # A template has no "leave the last turn open" switch: render it closed and cut
             # after its text (vLLM's and llama.cpp's way), which must appear there verbatim.
@@ -244,6 +245,29 @@ class ChatTemplate:
             prompt = prompt[: at + len(text)]
         stops = (self._eos,) if self._eos else ()
         return RenderedChat(prompt, stops)
+
+    def _render(
+        self, messages: list[dict[str, Any]], generation_prompt: bool, extra: dict[str, Any]
+    ) -> str:
+        assert self._jinja is not None
+        # llama.cpp's defaults, then the template's variables: the conversation's names win.
+        context = {
+            **default_variables(extra.get("tools", [])),
+            **self._kwargs,
+            "messages": messages,
+            "add_generation_prompt": generation_prompt,
+            "bos_token": self._bos,
+            "eos_token": self._eos,
+            **extra,
+        }
+        return render_template(self._jinja, self._origin, context)
+
+    def _shows(self) -> TemplateShows:
+        """What the template shows of tool calls and results, probed once (a race only
+        probes twice)."""
+        if self._template_shows is None:
+            self._template_shows = probe_template(lambda turns: self._render(turns, False, {}))
+        return self._template_shows
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,41 +381,3 @@ def _jinja_message(message: ChatMessage) -> dict[str, Any]:
         # it there too).
         data["reasoning_content"] = data["thinking"] = message.reasoning
     return data
-
-
-def tool_call_schema(tools: Sequence[ToolSpec], only: str | None = None) -> dict[str, Any]:
-    """JSON schema admitting exactly one call of one of `tools` (or of the tool `only`)."""
-    chosen = [t for t in tools if only is None or t.name == only]
-    if not chosen:
-        raise ChatTemplateError(f"tool_choice names {only!r}, which is not among the tools")
-    return {
-        "oneOf": [
-            {
-                "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": _object_schema(t)},
-                "required": ["name", "arguments"],
-            }
-            for t in chosen
-        ]
-    }
-
-
-def _object_schema(tool: ToolSpec) -> dict[str, Any]:
-    schema = dict(tool.parameters) if tool.parameters else {"type": "object"}
-    schema.setdefault("type", "object")
-    return schema
-
-
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
-def parse_tool_call(text: str, call_id: str) -> ToolCall:
-    """Read the constrained reply back into a ToolCall; raises ValueError if it is not one."""
-    match = _JSON_OBJECT.search(text)
-    if match is None:
-        raise ValueError("the reply holds no JSON object")
-    data = json.loads(match.group(0))
-    name, arguments = data.get("name"), data.get("arguments", {})
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise ValueError("the reply is not a tool call")
-    return ToolCall(call_id, name, arguments)

@@ -126,6 +126,11 @@ class JsonCall:
     def announced(self) -> bool:
         return self.phase in (Phase.ARGUMENTS, Phase.TAIL, Phase.DONE)
 
+    @property
+    def arguments_so_far(self) -> str:
+        """The arguments' JSON text read so far (whole once the phase is past ARGUMENTS)."""
+        return "".join(self._arguments)
+
     def take(self, text: str) -> int:
         """Consume the call's characters from the start of `text`; return how many."""
         used = 0

@@ -1,11 +1,11 @@
 """Chat output as dialect-neutral stream events, and what the live tool-call parsers share.
 
 Every chat dialect formats the same events: `TextDelta`, then for each tool call
-`ToolCallStart` → `ToolArgumentsDelta`… → `ToolCallDone`. A constrained (grammar) tool call
-produces them all at once at the end; a model writing calls in its own format (Hermes, Llama
-3.x, Mistral, Qwen3-Coder, gpt-oss: `tool_formats.py`) has them produced while it writes, so
-argument fragments reach the client as generated (the parsers: `tool_formats_*.py`, all built
-on `StreamParser` here).
+`ToolCallStart` → `ToolArgumentsDelta`… → `ToolCallDone`, produced while the model writes,
+so argument fragments reach the client as generated: in a model's own format (Hermes, Llama
+3.x, Mistral, Qwen3-Coder, gpt-oss: `tool_formats.py`) or as a grammar-bound JSON call
+(`tool_formats_bound.py`); the parsers (`tool_formats_*.py`) are all built on `StreamParser`
+here.
 """
 
 from __future__ import annotations
@@ -62,15 +62,6 @@ ChatStreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolArgumentsDelt
 
 def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def whole_call_events(index: int, call: ToolCall) -> list[ChatStreamEvent]:
-    """A finished call as the event sequence a live call would have produced."""
-    return [
-        ToolCallStart(index, call.id, call.name),
-        ToolArgumentsDelta(index, json.dumps(call.arguments)),
-        ToolCallDone(index, call),
-    ]
 
 
 class ToolCallStream(Protocol):

@@ -124,6 +124,9 @@ class GenerationRequest:
     # With a schema: first ask the model this yes/no prompt; "no" means reply freely instead.
     # (KoboldCpp's pre-poll for tool_choice "auto".)
     schema_decision_prompt: str | None = None
+    # End the reply (finish_reason LENGTH, `looped`) when it repeats one short span over and
+    # over: a grammar-bound tool call that loops never ends on its own (server/core/loops.py).
+    cut_loops: bool = False
     # The catalog name of the model to run on (None: whichever is loaded, or was last).
     model: str | None = None
     # Ollama's keep_alive: seconds the model stays loaded once idle after this request
@@ -245,6 +248,15 @@ class SlotActionEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolDecision:
+    """The hidden answer to `schema_decision_prompt`, delivered before the reply's first text:
+    whether the reply is the schema-bound call (True) or free text (False), so that free text
+    streams at once rather than being held back as a possible call."""
+
+    call: bool
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationOutcome:
     """The last event of every generation, with the figures the console and perf report."""
 
@@ -260,6 +272,7 @@ class GenerationOutcome:
     reused_prompt_tokens: int = 0  # prompt tokens served from the KV cache
     prompt_truncated: bool = False  # the prompt's front was cut to fit the context
     constrained: bool = False  # the reply followed `json_schema` (e.g. it is a tool call)
+    looped: bool = False  # ended (finish_reason LENGTH) by `cut_loops`: it repeated itself
     # Ended because the server is shutting down (finish_reason ERROR, `error` says so).
     server_stopping: bool = False
     # Refused as sent (finish_reason ERROR, `error` says why): the client's mistake, such as
@@ -291,6 +304,6 @@ class Progress:
     seconds: float = 0.0  # since the request started
 
 
-EngineEvent = TokenEvent | EmbeddingsEvent | SlotActionEvent | GenerationOutcome
+EngineEvent = TokenEvent | ToolDecision | EmbeddingsEvent | SlotActionEvent | GenerationOutcome
 # What an engine yields: the request's events, with its progress reports among them.
 EngineReport = EngineEvent | Progress

@@ -17,10 +17,12 @@ from fastapi.responses import JSONResponse, Response
 from server.core.job import Job
 from server.core.scheduler import Scheduler
 from server.core.types import EngineReport, Progress
-from server.dialects.common import ChatAnswer, ChatEnd, ChatPlan, ChatReader
+from server.dialects.chat_reading import ChatEnd, ChatReader
+from server.dialects.common import ChatAnswer, ChatPlan
 from server.dialects.deps import ModelInfo
 from server.dialects.resumable import resumable_names, retained
 from server.dialects.serving import submit_all, whole_answers
+from server.dialects.streaming import KeepAliveClock
 from server.dialects.wire import Burst, ChoicesFormat, Item
 
 
@@ -101,31 +103,48 @@ async def _choice_bursts(
     wires = [wire.choice(index) for index in range(len(jobs))]
     readers = [ChatReader(plan) for plan in plans]
     answers: list[ChatAnswer | None] = [None] * len(jobs)
+    clock = KeepAliveClock(keepalive)
     try:
         yield [item for choice in wires for item in choice.opening()]
         while True:
             try:
-                index, batch = await asyncio.wait_for(arrived.get(), keepalive)
+                index, batch = await asyncio.wait_for(arrived.get(), clock.look_every)
             except TimeoutError:
-                yield wire.keepalive()
+                if clock.keepalive_due():
+                    yield wire.keepalive()
                 continue
-            burst: Burst[Item] = []
-            for event in batch:
-                if isinstance(event, Progress):  # each choice reads its own prompt
-                    burst += wires[index].progress(event)
-                    continue
-                for item in readers[index].read(event):
-                    if isinstance(item, ChatEnd):
-                        answers[index] = item.answer
-                        burst += wires[index].ending(item.answer)
-                    else:
-                        burst += wires[index].event(item)
+            burst = _read_choice(readers[index], wires[index], batch, answers, index)
             finished = [answer for answer in answers if answer is not None]
             if len(finished) == len(answers):
                 yield burst + wire.closing(finished)
                 return
             if burst:
+                clock.wrote()
                 yield burst
+            elif clock.keepalive_due():
+                yield wire.keepalive()
     finally:
         for task in [*pumps, *watchers]:  # a pump cancelled mid-stream cancels its job
             task.cancel()
+
+
+def _read_choice(
+    reader: ChatReader,
+    choice: ChoicesFormat[Item],
+    batch: list[EngineReport],
+    answers: list[ChatAnswer | None],
+    index: int,
+) -> Burst[Item]:
+    """One choice's batch of events as its wire's items; its answer noted once it ends."""
+    burst: Burst[Item] = []
+    for event in batch:
+        if isinstance(event, Progress):  # each choice reads its own prompt
+            burst += choice.progress(event)
+            continue
+        for item in reader.read(event):
+            if isinstance(item, ChatEnd):
+                answers[index] = item.answer
+                burst += choice.ending(item.answer)
+            else:
+                burst += choice.event(item)
+    return burst

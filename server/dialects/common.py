@@ -21,28 +21,16 @@ from server.core.chat import (
     PromptEnd,
     ToolCall,
     ToolSpec,
-    parse_tool_call,
-    tool_call_schema,
 )
 from server.core.engine import Tokenizer
-from server.core.reasoning import Piece, PieceKind, ThinkingSyntax
+from server.core.reasoning import ThinkingSyntax
+from server.core.tool_formats_bound import tool_call_schema
 from server.core.tool_formats_live import LiveTools
-from server.core.tool_stream import (
-    ChatStreamEvent,
-    ReasoningDelta,
-    TextDelta,
-    new_call_id,
-    whole_call_events,
-)
 from server.core.types import (
-    EmbeddingsEvent,
-    EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
-    Progress,
     SamplingParams,
-    SlotActionEvent,
     TokenEvent,
     TokenLogprob,
 )
@@ -52,7 +40,6 @@ from server.dialects.thinking import (
     ASKS_NOTHING,
     ServerThinking,
     ThinkingAsk,
-    ThoughtReader,
     plan_thinking,
     with_thought,
 )
@@ -141,9 +128,8 @@ def plan_chat(
 
     With `options.native_tools` (jinja_tools) and a template whose tool-call format Hearth
     knows, the model's own format is used and calls stream live. Otherwise the reply is a
-    JSON-schema-bound call; for "auto" the model is first asked, hidden, whether it needs one
-    (KoboldCpp's pre-poll). `end` says where the prompt ends: a continued final assistant
-    message cannot also offer tools (the reply would be a call glued to its text)."""
+    JSON-schema-bound call (for "auto" after KoboldCpp's hidden pre-poll). `end` says where
+    the prompt ends: a continued final assistant message cannot also offer tools."""
     thought = plan_thinking(options.template, thinking, options.thinking, max_tokens)
     template = thought.template  # told what the request asks of thinking
     offer_tools = bool(tools) and tool_choice.mode is not ToolChoiceMode.NONE
@@ -178,6 +164,7 @@ def plan_chat(
         genkey=genkey,
         json_schema=schema,
         schema_decision_prompt=decision_prompt,
+        cut_loops=offer_tools and live is None,  # a bound call that loops never ends
         media=media_in_turns(messages, rendered.prompt, dialect),
     )
     generation = with_thought(generation, thought, messages, end)
@@ -244,126 +231,11 @@ class TokenCollector:
         return TokenTrace(tuple(self.token_ids), tuple(self.logprobs))
 
 
-def read_answer(
-    plan: ChatPlan, collected: TokenCollector, outcome: GenerationOutcome
-) -> ChatAnswer:
-    """A whole reply (non-streamed) read back as text, tool calls and thought: its events read
-    as a stream reads them, so that both give the same answer."""
-    reader = ChatReader(plan)
-    for event in collected.events:
-        reader.read(event)
-    end = reader.read(outcome)[-1]
-    assert isinstance(end, ChatEnd)
-    return end.answer
-
-
 def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
     """The user's own stop string that ended generation (not the template's end of turn)."""
     if outcome.stop_sequence is not None and outcome.stop_sequence in plan.user_stops:
         return outcome.stop_sequence
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatEnd:
-    """The last item of a chat stream."""
-
-    answer: ChatAnswer
-
-
-class ChatReader:
-    """A chat generation's engine events as dialect-neutral chat events, ending in ChatEnd.
-
-    The thought, when the plan splits one off, streams as ReasoningDelta; the answer's plain
-    text passes through token by token; tool calls in the model's own format stream as parsed;
-    a grammar-bound call is only known once complete, so it is buffered and then sent whole.
-    """
-
-    def __init__(self, plan: ChatPlan) -> None:
-        self._plan = plan
-        self._parser = plan.live_tools.parser() if plan.live_tools else None
-        syntax, opened = plan.reasoning, plan.generation.thinking_open
-        self._thought = ThoughtReader(syntax, opened) if syntax is not None else None
-        self._collected = TokenCollector()
-        self._answer_parts: list[str] = []  # the answer's text, without a live parser
-
-    def read(self, event: EngineReport) -> list[ChatStreamEvent | ChatEnd]:
-        if isinstance(event, TokenEvent):
-            self._collected.add(event)
-            if self._thought is None:
-                return list(self._answer(event.text, event))
-            return list(self._route(self._thought.read(event), event))
-        if isinstance(event, Progress):
-            return []  # the prompt being read: no chat event (the wire's `progress` says it)
-        if isinstance(event, EmbeddingsEvent | SlotActionEvent):
-            return []  # a chat plan never embeds nor acts on slots
-        return self._end(event)
-
-    def _route(self, pieces: list[Piece], event: TokenEvent | None) -> list[ChatStreamEvent]:
-        """Each piece where it belongs; the event's tokens go with its first answer piece
-        (or alone, when they render as nothing)."""
-        items: list[ChatStreamEvent] = []
-        for piece in pieces:
-            if piece.kind is PieceKind.REASONING:
-                items.append(ReasoningDelta(piece.text))
-            elif piece.kind is PieceKind.COMMENTARY:
-                items += self._commentary(piece.text)
-            else:
-                items += self._answer(piece.text, event)
-                event = None
-        if event is not None and not event.text:
-            items += self._answer("", event)
-        return items
-
-    def _answer(self, text: str, event: TokenEvent | None) -> list[ChatStreamEvent]:
-        if self._parser is not None:
-            return list(self._parser.feed(text))
-        self._answer_parts.append(text)
-        ids, logprobs = (event.token_ids, event.logprobs) if event is not None else ((), ())
-        # An event without text still carries the log-probabilities of tokens that render as
-        # nothing (control tokens): sent, so a stream's logprobs match the whole answer's.
-        if self._plan.constrained_tools or not (text or logprobs):
-            return []
-        return [TextDelta(text, ids, logprobs)]
-
-    def _commentary(self, text: str) -> list[ChatStreamEvent]:
-        """gpt-oss's commentary to a tool (a harmony tool call, verbatim): the live parser
-        reads it; with no tools offered, a call nobody asked for is dropped (llama-server's
-        parser consumes such calls too)."""
-        return list(self._parser.feed(text)) if self._parser is not None else []
-
-    def _end(self, outcome: GenerationOutcome) -> list[ChatStreamEvent | ChatEnd]:
-        collected, thought = self._collected, self._thought
-        if failed(outcome):
-            return [ChatEnd(ChatAnswer(collected.text, (), outcome, collected.trace))]
-        items: list[ChatStreamEvent | ChatEnd] = []
-        if thought is not None:
-            items += self._route(thought.finish(), None)
-        if self._parser is not None:
-            items += self._parser.finish()
-            text, calls = "".join(self._parser.text_parts), tuple(self._parser.calls)
-        else:
-            text, calls = self._bound_call(outcome)
-            if self._plan.constrained_tools:
-                items += [TextDelta(text)] if text else []
-                for index, call in enumerate(calls):
-                    items += whole_call_events(index, call)
-        answer = ChatAnswer(text, calls, outcome, collected.trace)
-        if thought is not None:
-            answer = replace(
-                answer, reasoning=thought.reasoning, reasoning_tokens=thought.reasoning_tokens
-            )
-        return [*items, ChatEnd(answer)]
-
-    def _bound_call(self, outcome: GenerationOutcome) -> tuple[str, tuple[ToolCall, ...]]:
-        """The answer's text, or the grammar-bound call it is (one cut off stays text)."""
-        text = "".join(self._answer_parts)
-        if self._plan.constrained_tools and outcome.constrained:
-            try:
-                return "", (parse_tool_call(text, new_call_id()),)
-            except ValueError:
-                pass
-        return text, ()
 
 
 def failed(outcome: GenerationOutcome) -> bool:

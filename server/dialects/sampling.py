@@ -44,9 +44,14 @@ def sampling_fields(schema: type[BaseModel]) -> dict[str, str]:
     }
 
 
-def sampling_from(source: BaseModel) -> SamplingParams:
-    """`SamplingParams` from `source`'s marked fields; what a client omitted (None) keeps
-    KoboldCpp's default, as KoboldCpp's own adapters do.
+KOBOLDCPP_SAMPLING = SamplingParams()  # KoboldCpp's defaults: every dialect's but Ollama's
+
+
+def sampling_from(
+    source: BaseModel, defaults: SamplingParams = KOBOLDCPP_SAMPLING
+) -> SamplingParams:
+    """`SamplingParams` from `source`'s marked fields; what a client omitted (None) keeps the
+    dialect's `defaults`: KoboldCpp's unless the dialect's own server has others (Ollama's).
 
     Only declared (validated) fields are read: an unknown field of the same name, which the
     schemas accept unchecked, never reaches the engine."""
@@ -55,4 +60,4 @@ def sampling_from(source: BaseModel) -> SamplingParams:
         for wire, core in sampling_fields(type(source)).items()
         if (value := getattr(source, wire)) is not None
     }
-    return replace(SamplingParams(), **given)
+    return replace(defaults, **given)

@@ -19,22 +19,20 @@ from fastapi.responses import JSONResponse, Response
 
 from server.core.job import Job, JobState
 from server.core.scheduler import Scheduler
-from server.core.types import FinishReason, GenerationOutcome, Progress, TokenEvent
+from server.core.types import EngineReport, FinishReason, GenerationOutcome, Progress, TokenEvent
 from server.dialects.admission import on_model, submit
+from server.dialects.chat_reading import ChatEnd, ChatReader, read_answer
 from server.dialects.common import (
     ChatAnswer,
-    ChatEnd,
     ChatPlan,
-    ChatReader,
     TokenCollector,
     failed,
     failure_message,
-    read_answer,
 )
 from server.dialects.deps import ModelInfo
 from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error, context_overflow_error
 from server.dialects.resumable import resumable_names, retained
-from server.dialects.streaming import unless_disconnected
+from server.dialects.streaming import KeepAliveClock, unless_disconnected
 from server.dialects.wire import Burst, Item, WireFormat
 
 
@@ -141,24 +139,34 @@ async def load_or_unload(
 async def _bursts(
     scheduler: Scheduler, job: Job, plan: ChatPlan, wire: WireFormat[Item], keepalive: float
 ) -> AsyncIterator[Burst[Item] | None]:
-    """The stream in bursts: what arrived between two looks goes out in one write."""
+    """The stream in bursts: what arrived between two looks goes out in one write, and a
+    keep-alive whenever the wire has been silent for `keepalive` seconds."""
+    clock = KeepAliveClock(keepalive)
     opening = wire.opening()
     if opening:
         yield opening
     reader = ChatReader(plan)
-    async for batch in scheduler.event_batches(job, idle_timeout=keepalive):
-        if batch is None:
-            yield wire.keepalive()
-            continue
-        burst: Burst[Item] = []
-        for event in batch:
-            if isinstance(event, Progress):  # only there when the request asked for them
-                burst += wire.progress(event)
-                continue
-            for item in reader.read(event):
-                burst += wire.ending(item.answer) if isinstance(item, ChatEnd) else wire.event(item)
+    async for batch in scheduler.event_batches(job, idle_timeout=clock.look_every):
+        burst = [] if batch is None else read_batch(reader, wire, batch)
         if burst:
+            clock.wrote()
             yield burst
+        elif clock.keepalive_due():
+            yield wire.keepalive()
+
+
+def read_batch(
+    reader: ChatReader, wire: WireFormat[Item], batch: list[EngineReport]
+) -> Burst[Item]:
+    """A batch of one job's events as what its wire sends."""
+    burst: Burst[Item] = []
+    for event in batch:
+        if isinstance(event, Progress):  # only there when the request asked for them
+            burst += wire.progress(event)
+            continue
+        for item in reader.read(event):
+            burst += wire.ending(item.answer) if isinstance(item, ChatEnd) else wire.event(item)
+    return burst
 
 
 async def _collect(scheduler: Scheduler, job: Job, into: TokenCollector) -> GenerationOutcome:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TypeVar
 
@@ -45,6 +46,34 @@ SHUTDOWN_GRACE_SECONDS = 2.5
 CLIENT_GONE_STATUS = 499
 
 T = TypeVar("T")
+
+
+class KeepAliveClock:
+    """When a stream last wrote, so that a keep-alive goes out whenever nothing has reached the
+    wire for `seconds`, whatever the engine is doing: tokens held back (a tool call Ollama sends
+    whole, text that may be a stop string) arrive as events but put no byte on the wire, and a
+    proxy with a read timeout cuts a stream that is silent, however busy the model is."""
+
+    LOOKS_PER_PERIOD = 5  # a silent stream is looked at this often per `seconds`
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._last_write = time.monotonic()
+
+    @property
+    def look_every(self) -> float:
+        """How long to wait for events before looking whether a keep-alive is due."""
+        return self.seconds / self.LOOKS_PER_PERIOD
+
+    def wrote(self) -> None:
+        self._last_write = time.monotonic()
+
+    def keepalive_due(self) -> bool:
+        """True (and counted as a write) when the wire has been silent for `seconds`."""
+        if time.monotonic() - self._last_write < self.seconds:
+            return False
+        self.wrote()
+        return True
 
 
 class ClientDisconnectedError(Exception):

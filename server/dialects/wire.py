@@ -108,8 +108,8 @@ class SSEFormat(WireFormat[ServerSentEvent]):
     def error_item(self, body: ErrorBody) -> ServerSentEvent:
         return sse_json(body, self.error_event)
 
-    def keepalive(self) -> None:
-        return None
+    def keepalive(self) -> Burst[ServerSentEvent] | None:
+        return None  # an SSE comment (streaming.py), unless the dialect has its own event
 
     def response(
         self, bursts: AsyncIterator[Burst[ServerSentEvent] | None], drop_when: asyncio.Event

@@ -169,6 +169,8 @@ class RequestLog:
         )
         cancelled = outcome.finish_reason is FinishReason.CANCELLED
         stop = "stop string" if outcome.stop_sequence is not None else outcome.finish_reason.value
+        if outcome.looped:  # server/core/loops.py
+            stop += " (the tool call repeated itself)"
         logger.info(
             "[%s] %sprompt %d tokens (%d cached), generated %d tokens, first token %s, "
             "%.2fs, %.1f tokens/s, stop: %s%s",

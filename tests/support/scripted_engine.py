@@ -28,6 +28,7 @@ from server.core.types import (
     GenerationRequest,
     Progress,
     TokenEvent,
+    ToolDecision,
 )
 from server.devices.placement import CPU_ONLY, Placement
 
@@ -48,6 +49,9 @@ class ScriptedEngine:
     the prompt takes no time and is reported once, read.
     `modalities`: what it claims its projector takes ("vision", "audio"), so that requests
     with media are admitted; they are recorded in `requests`, never read.
+    `tool_decision`: the hidden tool decision's answer (tool_choice "auto" without a format of
+    the model's own), given before the first token; None: a call when the pieces begin with
+    `{` (the scripted reply is a call), after `decision_seconds`.
     """
 
     def __init__(
@@ -62,7 +66,11 @@ class ScriptedEngine:
         prompt_chunk: int | None = None,
         prompt_seconds: float = 0.0,
         modalities: frozenset[str] = frozenset(),
+        tool_decision: bool | None = None,
+        decision_seconds: float = 0.0,
     ) -> None:
+        self._tool_decision = tool_decision
+        self._decision_seconds = decision_seconds
         self._pieces = list(pieces)
         self.modalities = modalities
         self._prompt_chunk = prompt_chunk
@@ -126,6 +134,10 @@ class ScriptedEngine:
             yield Progress(prompt, prompt, 0)  # the scripted prompt takes no time
         else:
             yield from self._read_prompt(prompt, self._prompt_chunk, started, cancelled)
+        bound = request.json_schema is not None
+        if bound and request.schema_decision_prompt is not None:
+            bound = self._decide(cancelled)
+            yield ToolDecision(bound)
         pipeline = TokenTextPipeline(request.stop, request.trim_stop)
         finish = FinishReason.LENGTH
         stop_sequence: str | None = None
@@ -160,8 +172,14 @@ class ScriptedEngine:
             time_to_first_token=None if first_text_at is None else first_text_at - started,
             seed=request.sampling.seed,
             stop_sequence=stop_sequence,
-            constrained=request.json_schema is not None,
+            constrained=bound,
         )
+
+    def _decide(self, cancelled: threading.Event) -> bool:
+        cancelled.wait(self._decision_seconds)
+        if self._tool_decision is not None:
+            return self._tool_decision
+        return self._pieces[0].lstrip().startswith(b"{")
 
     def _read_prompt(
         self, prompt: int, chunk: int, started: float, cancelled: threading.Event

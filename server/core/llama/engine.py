@@ -31,17 +31,13 @@ from server.core.llama.drawing import draw
 from server.core.llama.embedder import Embedder
 from server.core.llama.lora import Scales
 from server.core.llama.model import LoadedModel
-from server.core.llama.sampler import (
-    YES_NO_GRAMMAR,
-    SamplerFactory,
-    plain_greedy,
-    schema_grammar,
-)
+from server.core.llama.sampler import YES_NO_GRAMMAR, SamplerFactory, plain_greedy, schema_grammar
 from server.core.llama.sequence import Sequence, joined_text
 from server.core.llama.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.slots import SlotCache, disk_states
 from server.core.llama.thinking import thought_budget
 from server.core.load_settings import LoadSettings
+from server.core.loops import LoopWatch
 from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
 from server.core.state_store import StateStore
 from server.core.text_stream import TokenTextPipeline
@@ -54,6 +50,7 @@ from server.core.types import (
     SlotAction,
     SlotActionEvent,
     TokenEvent,
+    ToolDecision,
 )
 from server.devices.placement import Placement
 from server.models.files import model_display_name
@@ -161,15 +158,13 @@ class LlamaCppEngine:
         if request.embed_inputs:
             yield from self._embeddings().embed(request, cancelled)
             return
-        schema = request.json_schema
-        decision = request.schema_decision_prompt
-        # "auto" tool choice: the model is asked first whether it wants to call a tool.
-        if (
-            schema is not None
-            and decision is not None
-            and not self._model_says_yes(decision, cancelled, request.lora)
-        ):
-            schema = None
+        schema, decision = request.json_schema, request.schema_decision_prompt
+        # "auto" tool choice: the model is asked first whether it wants to call a tool; the
+        # answer goes out at once, so that a reply without a call streams as it is written.
+        if schema is not None and decision is not None:
+            call = self._model_says_yes(decision, cancelled, request.lora)
+            yield ToolDecision(call)
+            schema = schema if call else None
         sequence = self.start_sequence(request, cancelled, schema)
         while True:
             for owner, event in self.step():
@@ -237,6 +232,7 @@ class LlamaCppEngine:
             ),
             speculator=None if self._speculators is None else self._speculators(slot.seq_id),
             media=media,
+            loops=LoopWatch() if request.cut_loops and schema is not None else None,
         )
         self._active.append(sequence)
         return sequence
@@ -352,6 +348,9 @@ class LlamaCppEngine:
         if stop is not None:
             self._finish(sequence, FinishReason.STOP, events, stop_sequence=stop)
         elif sequence.generated >= sequence.max_tokens:
+            self._finish(sequence, FinishReason.LENGTH, events)
+        elif sequence.loops is not None and sequence.loops.looping_after(text):
+            sequence.looped = True  # ended as at max_tokens, saying why (server/core/loops.py)
             self._finish(sequence, FinishReason.LENGTH, events)
         elif len(sequence.slot.cached) >= self._loaded.slot_context:
             self._finish(sequence, FinishReason.LENGTH, events)  # the slot's context is full

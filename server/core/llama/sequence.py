@@ -14,6 +14,7 @@ from server.core.llama.media import MediaPrompt
 from server.core.llama.slots import Slot
 from server.core.llama.speculation import Speculator
 from server.core.llama.thinking import ThoughtBudget
+from server.core.loops import LoopWatch
 from server.core.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineReport,
@@ -61,6 +62,9 @@ class Sequence:
     # The prompt's images and sounds (server/core/llama/media.py): where each stands among
     # `prompt`'s tokens; decoded apart, before the step that reaches them.
     media: MediaPrompt | None = None
+    # GenerationRequest.cut_loops: the reply's end, watched for a loop (server/core/loops.py).
+    loops: LoopWatch | None = None
+    looped: bool = False
 
     def plan_draft(self, room: int, slot_context: int) -> int:
         """Draft what may follow `next_token`, in at most `room` rows; returns its length.
@@ -151,6 +155,7 @@ class Sequence:
             error=error,
             reused_prompt_tokens=self.reused,
             constrained=self.constrained,
+            looped=self.looped,
             prompt_truncated=self.truncated,
             draft_tokens=spec.drafted if spec else 0,
             draft_accepted=spec.accepted if spec else 0,

@@ -30,6 +30,7 @@ from server.dialects.anthropic.schemas import (
     MessageDelta,
     MessageStart,
     MessageStop,
+    Ping,
     SignatureDelta,
     TextDeltaBody,
     ThinkingBlock,
@@ -42,10 +43,10 @@ from server.dialects.wire import SSEFormat, sse_typed
 
 
 def stop_reason(plan: ChatPlan, answer: ChatAnswer) -> str:
+    if answer.outcome.finish_reason is FinishReason.LENGTH:
+        return "max_tokens"  # a tool_use cut off too: its input may be incomplete
     if answer.tool_calls:
         return "tool_use"
-    if answer.outcome.finish_reason is FinishReason.LENGTH:
-        return "max_tokens"
     if matched_user_stop(plan, answer.outcome) is not None:
         return "stop_sequence"
     return "end_turn"
@@ -65,6 +66,7 @@ def tool_use_block(call: ToolCall) -> ToolUseBlock:
 
 
 _MESSAGE_STOP: MessageStop = {"type": "message_stop"}
+_PING: Ping = {"type": "ping"}
 
 
 class MessageWire(SSEFormat):
@@ -112,6 +114,9 @@ class MessageWire(SSEFormat):
         message = self._message(content, answer)
         message["usage"]["cache_read_input_tokens"] = answer.outcome.reused_prompt_tokens
         return message
+
+    def keepalive(self) -> list[ServerSentEvent]:
+        return [sse_typed(_PING)]  # the real API's keep-alive; its SDK skips it
 
     def opening(self) -> list[ServerSentEvent]:
         start: MessageStart = {"type": "message_start", "message": self._message([], None)}

@@ -56,6 +56,20 @@ class AnthropicThinking(AnthropicBase):
     budget_tokens: int | None = Field(default=None, ge=0)
 
 
+class AnthropicOutputFormat(AnthropicBase):
+    """`output_config.format`: the reply is JSON valid for `schema` (structured outputs)."""
+
+    type: Literal["json_schema"]
+    # `schema` is a name BaseModel has: the field takes it as its alias.
+    json_schema: dict[str, Any] = Field(alias="schema")
+
+
+class AnthropicOutputConfig(AnthropicBase):
+    """`output_config`: the reply's format (its `effort` is a hosted model's, not used)."""
+
+    format: AnthropicOutputFormat | None = None
+
+
 class AnthropicMessagesRequest(AnthropicBase):
     """POST /v1/messages."""
 
@@ -73,6 +87,10 @@ class AnthropicMessagesRequest(AnthropicBase):
     tools: list[AnthropicTool] | None = None
     tool_choice: AnthropicToolChoice | None = None
     thinking: AnthropicThinking | None = None
+    output_config: AnthropicOutputConfig | None = None
+    # The structured-outputs beta's spelling of `output_config.format`, still sent by older
+    # clients; `output_config.format` wins when both are given.
+    output_format: AnthropicOutputFormat | None = None
     # KoboldCpp's native field, which it takes on every endpoint: a GBNF grammar the reply
     # must follow.
     grammar: str | None = None
@@ -85,6 +103,8 @@ class AnthropicCountTokensRequest(AnthropicBase):
     messages: list[AnthropicMessage] = Field(min_length=1)
     system: str | list[AnthropicBlock] | None = None
     tools: list[AnthropicTool] | None = None
+    output_config: AnthropicOutputConfig | None = None
+    output_format: AnthropicOutputFormat | None = None
 
 
 # -- responses -------------------------------------------------------------------------------
@@ -195,6 +215,12 @@ class MessageStop(TypedDict):
     type: Literal["message_stop"]
 
 
+class Ping(TypedDict):
+    """Anthropic's keep-alive event, sent while the stream is silent."""
+
+    type: Literal["ping"]
+
+
 StreamEvent = (
     MessageStart
     | ContentBlockStart
@@ -202,4 +228,5 @@ StreamEvent = (
     | ContentBlockStop
     | MessageDelta
     | MessageStop
+    | Ping
 )

@@ -45,8 +45,16 @@ def load_plan(body: OllamaGenerateRequest | OllamaChatRequest, id_prefix: str) -
     return text_plan(replace(request, model_only=True))
 
 
+# Ollama's own defaults (its api DefaultOptions): what an Ollama client that sends no options
+# expects, Open WebUI's title and follow-up tasks among them. Without its repeat_penalty a
+# small model's short task can loop to the whole num_predict.
+OLLAMA_SAMPLING = SamplingParams(
+    temperature=0.8, top_k=40, top_p=0.9, min_p=0.0, rep_pen=1.1, rep_pen_range=64
+)
+
+
 def sampling(options: OllamaOptions) -> SamplingParams:
-    return with_penalty_window(sampling_from(options), options.repeat_last_n)
+    return with_penalty_window(sampling_from(options, OLLAMA_SAMPLING), options.repeat_last_n)
 
 
 def _max_tokens(options: OllamaOptions, default: int) -> int:

@@ -73,10 +73,10 @@ def model_meta(summary: GGUFSummary) -> ModelMeta:
 
 
 def finish_reason(outcome: GenerationOutcome, tool_call: bool = False) -> str:
-    if tool_call:
-        return "tool_calls"
-    # OpenAI clients switch on exactly stop/length/tool_calls; an abort reads as "stop".
-    return "length" if outcome.finish_reason is FinishReason.LENGTH else "stop"
+    # Clients switch on exactly stop/length/tool_calls: an abort is "stop", a cut call "length".
+    if outcome.finish_reason is FinishReason.LENGTH:
+        return "length"
+    return "tool_calls" if tool_call else "stop"
 
 
 def usage(outcome: GenerationOutcome, reasoning_tokens: int = 0) -> OpenAIUsage:

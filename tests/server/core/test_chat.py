@@ -11,9 +11,8 @@ from server.core.chat import (
     PromptEnd,
     ToolCall,
     ToolSpec,
-    parse_tool_call,
-    tool_call_schema,
 )
+from server.core.tool_formats_bound import tool_call_schema
 
 GEMMA = ChatTemplate(None, "gemma3", bos_token="<bos>")
 
@@ -77,16 +76,12 @@ def test_jinja_raise_exception_becomes_a_template_error() -> None:
         template.render([ChatMessage("user", "U")])
 
 
-def test_tool_call_schema_and_parsing() -> None:
+def test_tool_call_schema() -> None:
     tools = [ToolSpec("a", parameters={"type": "object"}), ToolSpec("b")]
     assert len(tool_call_schema(tools)["oneOf"]) == 2
     assert len(tool_call_schema(tools, only="b")["oneOf"]) == 1
     with pytest.raises(ChatTemplateError):
         tool_call_schema(tools, only="missing")
-    call = parse_tool_call('{"name": "a", "arguments": {"x": 1}} ', "call_1")
-    assert call == ToolCall("call_1", "a", {"x": 1})
-    with pytest.raises(ValueError):
-        parse_tool_call('{"name": "a", "argu', "call_2")
 
 
 PREFILLED = [

@@ -80,7 +80,7 @@ def test_ollama_mid_stream_failure_raises(serve_engine: Serve) -> None:
         client.generate(model="m", prompt="x", options={"num_predict": 9})
 
 
-def test_buffered_tool_call_streams_keep_alive_then_the_whole_call(serve_engine: Serve) -> None:
+def test_bound_tool_call_streams_keep_alive_then_the_call_as_written(serve_engine: Serve) -> None:
     pieces = [TOOL_JSON[i : i + 10] for i in range(0, len(TOOL_JSON), 10)]
     server = serve_engine(
         ScriptedEngine(pieces=pieces, token_seconds=0.05, end_after=len(pieces)),
@@ -96,7 +96,8 @@ def test_buffered_tool_call_streams_keep_alive_then_the_whole_call(serve_engine:
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
         raw = client.post("/v1/chat/completions", json=body).text
         assert ": keep-alive" in raw
-        assert raw.count('"tool_calls": [') == 2  # the start fragment, then the arguments
+        # The start (once the name is whole), then the arguments as they come.
+        assert raw.count('"tool_calls": [') > 2
         assert '"finish_reason": "tool_calls"' in raw
 
         lines = client.post("/api/chat", json={**body, "tool_choice": None}).text.splitlines()
