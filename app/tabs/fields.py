@@ -99,6 +99,21 @@ def file_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
     return _with_browse(edit, choose_file)
 
 
+def new_file_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
+    """`edit` with a Browse… button that fills it with a file the user picks or names anew (a
+    file the server creates when missing, and opens rather than replaces when there)."""
+
+    def choose_file() -> None:
+        keep = QFileDialog.Option.DontConfirmOverwrite
+        path, _ = QFileDialog.getSaveFileName(
+            edit, title, edit.text().strip(), file_filter, options=keep
+        )
+        if path:
+            edit.setText(path)
+
+    return _with_browse(edit, choose_file)
+
+
 def files_picker(edit: QLineEdit, title: str, file_filter: str) -> QWidget:
     """`edit` with a Browse… button that fills it with one or more files the user picks, shown
     as one entry (PATH_SEPARATOR between them)."""

@@ -1,4 +1,5 @@
-"""KoboldCpp's Loaded Files tab: LoRA adapters, the multimodal projector and the draft model.
+"""KoboldCpp's Loaded Files tab: LoRA adapters, the multimodal projector, the draft model, and
+KoboldAI Lite's preloaded story and save data file (app.tabs.lite_table).
 
 The GGUF text model, the embeddings model and the Jinja template stay on Quick Launch, where
 Hearth has always had them. Under each group, a grey note says which of its keys Hearth does
@@ -18,6 +19,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.model_info import describe_projector
+from app.tabs import lite_table
 from app.tabs import settings_table as table
 from app.tabs.fields import ERROR_STYLE, INFO_STYLE
 from app.tabs.form import SettingsForm
@@ -62,6 +64,8 @@ class LoadedFilesTab(SettingsForm):
         self.draft_layers = self.add(table.DRAFT_GPU_LAYERS)
         self.draft_split = self.add(table.DRAFT_GPU_SPLIT)
         self.draft_note = self._note(DRAFT_KEYS)
+        self.preload_story = self.add(lite_table.PRELOAD_STORY)
+        self.savedata_file = self.add(lite_table.SAVEDATA_FILE)
         self.lora.textChanged.connect(self._lora_changed)
         self.projector.textChanged.connect(self._projector_changed)
         self.projector_cpu.toggled.connect(self._projector_changed)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.hub_client import HubClient
 from app.hub_dialog import HubSearchDialog
 from app.model_info import describe_model
+from app.tabs import lite_table
 from app.tabs import settings_table as table
 from app.tabs.fields import ERROR_STYLE, INFO_STYLE
 from app.tabs.form import SettingsForm
@@ -185,6 +186,8 @@ class NetworkTab(SettingsForm):
         self.api_keys = self.add(table.API_KEYS)
         self.api_key_file = self.add(table.API_KEY_FILE)
         self.quiet = self.add(table.QUIET)
+        self.multiplayer = self.add(lite_table.MULTIPLAYER)  # KoboldAI Lite's, as KoboldCpp's
+        self.websearch = self.add(lite_table.WEBSEARCH)
         self.metrics = self.add(table.METRICS)
         self.rpc = self.add(table.RPC)
         for field in (self.host, self.password, self.api_keys, self.api_key_file):

@@ -31,6 +31,8 @@ from server.dialects.errors import (
 )
 from server.dialects.kobold.admin import router as admin_router
 from server.dialects.kobold.embeddings import router as kobold_embeddings_router
+from server.dialects.kobold.lite import LiteFeatures, lite_features
+from server.dialects.kobold.lite import router as kobold_lite_router
 from server.dialects.kobold.routes import router as kobold_router
 from server.dialects.kobold.states import router as kobold_states_router
 from server.dialects.llama import gcp_routes
@@ -75,6 +77,7 @@ def create_app(
     resumable_stream_bytes: int = DEFAULT_STREAM_BYTES,
     key_ring: KeyRing | None = None,
     tool_box: ToolBox | None = None,
+    lite: LiteFeatures | None = None,
 ) -> FastAPI:
     """Build the HTTP app around an already loaded engine.
 
@@ -84,7 +87,9 @@ def create_app(
     `max_pending_events` how many unread events a stream may have before it is dropped;
     `resumable_stream_bytes` how many bytes of events one resumable stream may retain;
     `key_ring` the API keys already read from the settings (None: read them here);
-    `tool_box` the tools /tools serves (server/process/server_tools.py), closed with the app.
+    `tool_box` the tools /tools serves (server/process/server_tools.py), closed with the app;
+    `lite` KoboldAI Lite's features already built from the settings (None: built here;
+    LiteSetupError when a file they name is unusable).
     """
     log = request_log or RequestLog(quiet=settings.quiet)
     scheduler = _scheduler(settings, engine, log, max_pending_events)
@@ -104,6 +109,7 @@ def create_app(
     app.state.settings = settings
     app.state.scheduler = scheduler
     app.state.tool_box = tool_box
+    app.state.lite = lite_features(settings) if lite is None else lite
     # The API keys (read here unless given: KeyFileError when --api-key-file is unusable).
     app.state.key_ring = KeyRing.from_settings(settings) if key_ring is None else key_ring
     if model_choice is not None:  # the engine is a pool: its models come and go
@@ -184,6 +190,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
         kobold_router,
         admin_router,
         kobold_states_router,
+        kobold_lite_router,  # KoboldAI Lite's multiplayer, save slots, preloaded story, search
         openai_router,
         anthropic_router,
         ollama_router,

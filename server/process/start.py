@@ -17,6 +17,7 @@ from server.core.engine import Embedder, Engine, EngineError
 from server.core.engine_pool import EnginePool
 from server.devices.backends import gpu_backends
 from server.dialects.api_keys import KeyFileError, KeyRing, reload_on_hangup
+from server.dialects.kobold.lite import LiteFeatures, LiteSetupError, lite_features
 from server.dialects.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
 from server.models.fetch import ModelFiles, downloaded_models, model_files_for
@@ -29,6 +30,7 @@ from server.process.http_server import http_server, listening_sockets
 from server.process.load_settings import TemplateSettingError, load_settings, template_choice
 from server.process.tls import TlsFiles
 from server.process.tool_setup import ToolSetupFailed, tool_box_for
+from server.server_tools.registry import ToolBox
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")
@@ -55,15 +57,10 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
             )
             return EXIT_USAGE
     try:
-        key_ring = KeyRing.from_settings(settings)  # before the model: a bad key file stops
-        reload_on_hangup(key_ring)  # SIGHUP re-reads it, and no longer ends the process
-        tool_box = tool_box_for(settings)  # --tools, MCP servers: a bad configuration stops
-    except KeyFileError as exc:
-        logger.error("hearth: --api-key-file %s", exc)
-        return EXIT_USAGE
-    except ToolSetupFailed as exc:
+        key_ring, lite, tool_box = _before_the_model(settings)
+    except StartFailed as exc:
         logger.error("hearth: %s", exc)
-        return EXIT_USAGE
+        return exc.exit_code
     try:
         engine, choice = load_models(settings)
     except StartFailed as exc:
@@ -80,7 +77,12 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
     try:
         with contextlib.suppress(KeyboardInterrupt):
             app = create_app(
-                settings, engine, model_choice=choice, key_ring=key_ring, tool_box=tool_box
+                settings,
+                engine,
+                model_choice=choice,
+                key_ring=key_ring,
+                tool_box=tool_box,
+                lite=lite,
             )
             announce_start(
                 settings,
@@ -99,6 +101,20 @@ def serve(settings: HearthSettings, tls: TlsFiles | None) -> int:
             tool_box.close()
     logger.info("Hearth stopped.")
     return 0
+
+
+def _before_the_model(settings: HearthSettings) -> tuple[KeyRing, LiteFeatures, ToolBox | None]:
+    """What is read before the model loads, so that a bad file stops at once: StartFailed."""
+    try:
+        key_ring = KeyRing.from_settings(settings)
+        reload_on_hangup(key_ring)  # SIGHUP re-reads it, and no longer ends the process
+        lite = lite_features(settings)  # --savedatafile, --preloadstory
+        tool_box = tool_box_for(settings)  # --tools, MCP servers
+    except KeyFileError as exc:
+        raise StartFailed(f"--api-key-file {exc}", EXIT_USAGE) from None
+    except (LiteSetupError, ToolSetupFailed) as exc:
+        raise StartFailed(str(exc), EXIT_USAGE) from None
+    return key_ring, lite, tool_box
 
 
 def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:

@@ -139,6 +139,11 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "tools_runtime": ("--tools-runtime",),
     "mcp_servers_json": ("--mcp-servers-json",),
     "mcp_servers_config": ("--mcp-servers-config",),
+    # -- KoboldAI Lite's server features (server/settings/lite_fields.py) --
+    "multiplayer": ("--multiplayer",),
+    "websearch": ("--websearch",),
+    "savedatafile": ("--savedatafile",),
+    "preloadstory": ("--preloadstory",),
     "launch": ("--launch",),
     "skiplauncher": ("--skiplauncher",),
     "showgui": ("--showgui",),
@@ -202,6 +207,9 @@ _METAVARS = {
     "tools_runtime": "KIND:TARGET",
     "mcp_servers_json": "JSON",
     "mcp_servers_config": "FILE",
+    # -- KoboldAI Lite's server features --
+    "savedatafile": "FILE",
+    "preloadstory": "FILE",
 }
 
 

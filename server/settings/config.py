@@ -20,6 +20,7 @@ from server.base.defaults import (
     default_thread_count,
 )
 from server.base.netcheck import is_loopback
+from server.settings.lite_fields import LiteFields
 from server.settings.lora_fields import LoraFields
 from server.settings.media_fields import MediaFields
 from server.settings.model_fields import ModelOptionFields
@@ -40,11 +41,10 @@ class HearthSettings(
     MediaFields,
     NetworkFields,
     ToolFields,
+    LiteFields,
 ):
-    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted.
-    The chat template's settings are in server/settings/template_fields.py, the model-loading
-    options in model_fields.py, speculative decoding's in speculation_fields.py, TLS, keys and
-    limits in network_fields.py, the server-side tools in tool_fields.py."""
+    """Everything that shapes a running server. Defaults follow KoboldCpp unless noted. Groups
+    of fields live in modules of their own, server/settings/*_fields.py (docs/ARCHITECTURE.md)."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 

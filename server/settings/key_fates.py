@@ -30,7 +30,6 @@ _WIDTH = 100  # a reason's keys wrap at this width on the console
 _ONE_TIME = "a one-time command, not a setting"
 _TEXT_ONLY = "Hearth serves text models only"
 _NO_HORDE = "no AI Horde worker in Hearth"
-_NO_LITE_STORAGE = "no KoboldAI Lite story hosting: the chat page keeps its own conversations"
 _DEPRECATED = "deprecated in KoboldCpp itself"
 _ONE_BUILD = "Hearth runs the one llama.cpp build it was installed with"
 _RPC_HOST = "to lend this machine's devices, run `hearth rpc-worker` instead"
@@ -80,13 +79,9 @@ NOT_APPLIED: dict[str, str] = {
     "remotetunnel": "no Cloudflare tunnel: use deploy/ nginx or your own",
     "nocertify": "Hearth never turns certificate checks off",
     "singleinstance": "Hearth never stops another server: it says the port is in use",
-    "multiplayer": "no shared KoboldAI Lite multiplayer sessions in Hearth",
-    "websearch": "no web search proxy in Hearth",
     "mcpfile": "no MCP client in Hearth: clients run their own tools",
     "onready": "Hearth runs no command when ready: the console and /health say so",
     "allow_config_onready": "belongs to onready, which Hearth does not run",
-    "preloadstory": _NO_LITE_STORAGE,
-    "savedatafile": _NO_LITE_STORAGE,
     "checkforupdates": "Hearth never checks for updates",
     # -- the admin mode's KoboldCpp-only parts --
     "adminunloadtimeout": "models unload after their keep_alive instead",

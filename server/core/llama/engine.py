@@ -26,10 +26,10 @@ from server.core.engine import EngineError
 from server.core.llama.batch import Batch
 from server.core.llama.card import ModelCard
 from server.core.llama.companions import Companions, load_model
+from server.core.llama.decisions import Decisions
 from server.core.llama.draft_model import engine_speculators
 from server.core.llama.drawing import draw
 from server.core.llama.embedder import Embedder
-from server.core.llama.lora import Scales
 from server.core.llama.model import LoadedModel
 from server.core.llama.sampler import YES_NO_GRAMMAR, SamplerFactory, plain_greedy, schema_grammar
 from server.core.llama.sequence import Sequence, joined_text
@@ -49,8 +49,6 @@ from server.core.types import (
     SamplingParams,
     SlotAction,
     SlotActionEvent,
-    TokenEvent,
-    ToolDecision,
 )
 from server.devices.placement import Placement
 from server.models.files import model_display_name
@@ -91,6 +89,7 @@ class LlamaCppEngine:
         self._batch = Batch(settings.batch_size, blocked=self._slots.blocked)
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._active: list[Sequence] = []
+        self._decisions = Decisions()  # hidden tool decisions in flight
         self._settings = settings
         # The draft model and the projector, closed with the engine.
         self._companions = companions = companions or Companions()
@@ -153,19 +152,11 @@ class LlamaCppEngine:
     def generate(
         self, request: GenerationRequest, cancelled: threading.Event
     ) -> Iterator[EngineReport]:
-        """One request on its own (the serial path; also grammar-bound and embedding
-        requests)."""
+        """One request on its own (the serial path; also embedding requests)."""
         if request.embed_inputs:
             yield from self._embeddings().embed(request, cancelled)
             return
-        schema, decision = request.json_schema, request.schema_decision_prompt
-        # "auto" tool choice: the model is asked first whether it wants to call a tool; the
-        # answer goes out at once, so that a reply without a call streams as it is written.
-        if schema is not None and decision is not None:
-            call = self._model_says_yes(decision, cancelled, request.lora)
-            yield ToolDecision(call)
-            schema = schema if call else None
-        sequence = self.start_sequence(request, cancelled, schema)
+        sequence = self.start_sequence(request, cancelled)
         while True:
             for owner, event in self.step():
                 if owner is sequence:
@@ -189,14 +180,31 @@ class LlamaCppEngine:
             stats, disk_states=disk.files, disk_bytes=disk.bytes, disk_max_bytes=disk.max_bytes
         )
 
-    def start_sequence(
-        self,
-        request: GenerationRequest,
-        cancelled: threading.Event,
-        schema: dict[str, Any] | None = None,
-    ) -> Sequence:
+    def start_sequence(self, request: GenerationRequest, cancelled: threading.Event) -> object:
         """Give a request a free slot (the one whose cache shares the longest prefix); it
-        then advances with every `step()`. Returns the handle events are reported under."""
+        then advances with every `step()`. Returns the handle events are reported under. With
+        a decision to make ("auto" tool choice), the hidden question goes first (decisions.py)."""
+        if request.json_schema is None or request.schema_decision_prompt is None:
+            return self._start(request, cancelled, request.json_schema)
+        question = GenerationRequest(
+            "decision",
+            request.schema_decision_prompt,
+            1,
+            SamplingParams(temperature=0.0),
+            lora=request.lora,
+            cache_owner=request.cache_owner,
+        )
+        sequence = self._start(question, cancelled, None)
+        llama.llama_sampler_free(sequence.sampler)
+        sequence.sampler = self._samplers.build(question.sampling, [], YES_NO_GRAMMAR)
+        sequence.greedy = False  # the grammar decides now
+        self._decisions.asking(sequence, request, cancelled)
+        return sequence
+
+    def _start(
+        self, request: GenerationRequest, cancelled: threading.Event, schema: dict[str, Any] | None
+    ) -> Sequence:
+        """A sequence of `request` in a free slot, bound to `schema` (or its grammar)."""
         started = time.perf_counter()
         request = self._loaded.adapters.resolved(request)  # the LoRA scales it runs at
         max_tokens, prompt, truncated, media = self._companions.fit(self._loaded, request)
@@ -239,7 +247,11 @@ class LlamaCppEngine:
 
     def step(self) -> Events:
         """One decode for every active sequence: the next token of each generating sequence,
-        and as much of waiting prompts as the batch has room for. Returns the events."""
+        and as much of waiting prompts as the batch has room for. Returns the events, each
+        under its request's handle."""
+        return self._decisions.relabel(self._step(), self._start)
+
+    def _step(self) -> Events:
         events: Events = []
         for sequence in [s for s in self._active if s.cancelled.is_set()]:
             self._finish(sequence, FinishReason.CANCELLED, events)
@@ -377,22 +389,3 @@ class LlamaCppEngine:
                 sequence.first_text_at = sequence.first_text_at or time.perf_counter()
                 events.append((sequence, sequence.release(rest)))
         events.append((sequence, sequence.outcome(reason, stop_sequence, error)))
-
-    def _model_says_yes(
-        self, question_prompt: str, cancelled: threading.Event, lora: Scales | None = None
-    ) -> bool:
-        """A hidden, grammar-bound yes/no answer (greedy), e.g. "does this need a tool?"."""
-        request = GenerationRequest(
-            "decision", question_prompt, 1, SamplingParams(temperature=0.0), lora=lora
-        )
-        sequence = self.start_sequence(request, cancelled)
-        llama.llama_sampler_free(sequence.sampler)
-        sequence.sampler = self._samplers.build(request.sampling, [], YES_NO_GRAMMAR)
-        sequence.greedy = False  # the grammar decides now
-        answer = ""
-        while self._active:
-            for _, event in self.step():
-                if isinstance(event, TokenEvent):
-                    answer += event.text
-        logger.info("Tool decision: %s", answer.strip() or "(nothing)")
-        return answer.strip().lower().startswith("y")

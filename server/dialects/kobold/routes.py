@@ -26,6 +26,7 @@ from server.dialects.deps import (
 from server.dialects.errors import APIError, Dialect
 from server.dialects.kobold import adapter, formatter
 from server.dialects.kobold.admin import admin_level
+from server.dialects.kobold.lite import LiteFeatures
 from server.dialects.kobold.schemas import (
     KoboldAbortResponse,
     KoboldBool,
@@ -211,7 +212,10 @@ async def api_version() -> KoboldResultText:
 
 
 @router.get("/api/extra/version")
-async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVersion:
+async def extra_version(
+    request: Request, settings: SettingsDep, model: ModelInfoDep
+) -> KoboldVersion:
+    lite: LiteFeatures = request.app.state.lite  # KoboldAI Lite's features that are on
     return {
         "result": "KoboldCpp",
         "version": KOBOLDCPP_COMPAT_VERSION,
@@ -223,12 +227,12 @@ async def extra_version(settings: SettingsDep, model: ModelInfoDep) -> KoboldVer
         "vision": False,
         "audio": False,
         "transcribe": False,
-        "multiplayer": False,
-        "websearch": False,
+        "multiplayer": lite.shared_story is not None,
+        "websearch": lite.web_search is not None,
         "tts": False,
         "embeddings": False,
         "music": False,
-        "savedata": False,
+        "savedata": lite.save_slots is not None,
         "admin": admin_level(settings),
         "router": False,
         "guidance": False,

@@ -202,7 +202,9 @@ class KoboldPerf(TypedDict):
 
 
 class KoboldVersion(TypedDict):
-    """/api/extra/version: KoboldCpp's feature flags (only `llm` is on) and Hearth's version."""
+    """/api/extra/version: KoboldCpp's feature flags (`llm`, `admin`, `jinja` and KoboldAI
+    Lite's multiplayer, websearch and savedata, as the settings turn them on) and Hearth's
+    version."""
 
     result: str
     version: str

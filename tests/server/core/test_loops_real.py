@@ -55,7 +55,9 @@ def test_the_tool_decision_comes_before_the_reply(engine: LlamaCppEngine) -> Non
         8,
         GREEDY,
         json_schema={"type": "object"},
-        schema_decision_prompt="<|im_start|>user\nNeed a tool? yes or no<|im_end|>\n<|im_start|>assistant\n",
+        schema_decision_prompt=(
+            "<|im_start|>user\nNeed a tool? yes or no<|im_end|>\n<|im_start|>assistant\n"
+        ),
     )
     events = run(engine, request)
     decisions = [i for i, event in enumerate(events) if isinstance(event, ToolDecision)]

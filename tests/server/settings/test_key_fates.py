@@ -102,8 +102,8 @@ def test_a_file_koboldcpp_saved_at_its_defaults_reports_nothing() -> None:
         ("sdloramult", [0.5], True),
         ("maingpu", -1, False),
         ("maingpu", 0, True),  # GPU 0 is a choice, not "unset"
-        ("websearch", False, False),
-        ("websearch", True, True),
+        ("nocertify", False, False),
+        ("nocertify", True, True),
         ("chatcompletionsadapter", "AutoGuess", False),
     ],
 )
@@ -166,6 +166,7 @@ def test_serving_from_the_preset_names_what_is_not_applied(
     data.update(host="", port_param=free_port(), model_param=str(missing), model=[])
     # Its files are not on this machine: the certificate check would stop the start first.
     data.update(jinjatemplate="", draftmodel="", embeddingsmodel="", skiplauncher=True, ssl=None)
+    data.update(preloadstory=None, savedatafile=None)
     preset = tmp_path / "my.kcpps"
     preset.write_text(json.dumps(data))
     # The real console handler would be added to the root logger once per call; caplog reads.
