@@ -228,7 +228,10 @@ class LlamaCppEngine:
             reused=reused,
             decoded=reused,
             sampler=sampler,
-            pipeline=TokenTextPipeline(request.stop, request.trim_stop),
+            # A schema-bound reply ends where its JSON does: a stop string would cut it.
+            pipeline=TokenTextPipeline(
+                () if schema is not None else request.stop, request.trim_stop
+            ),
             started=started,
             constrained=schema is not None,
             greedy=plain_greedy(request.sampling, grammar),

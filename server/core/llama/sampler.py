@@ -5,16 +5,15 @@ also reports token probabilities, read from the same logits (no second decode)."
 from __future__ import annotations
 
 import ctypes
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 import llama_cpp as llama
 import numpy as np
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from server.core.engine import EngineError
+from server.core.llama.json_grammar import ConverterChangedError, json_schema_gbnf
 from server.core.types import SamplingParams, TokenChoice, TokenLogprob
 
 # llama.cpp divides or multiplies logits by the repetition penalty and the temperature, and
@@ -34,10 +33,13 @@ YES_NO_GRAMMAR = 'root ::= "yes" | "no" | "Yes" | "No"'
 
 
 def schema_grammar(schema: dict[str, Any] | None) -> str | None:
+    """The grammar binding a reply to `schema`, its strings valid JSON (json_grammar.py)."""
     if schema is None:
         return None
     try:
-        return str(json_schema_to_gbnf(json.dumps(schema)))
+        return json_schema_gbnf(schema)
+    except ConverterChangedError:
+        raise  # the server's fault, not the schema's: a 500, never a 400
     except Exception as exc:  # the converter raises assorted errors on unsupported schemas
         raise EngineError(f"cannot turn this JSON schema into a grammar: {exc}") from exc
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.types import MediaInput
@@ -108,6 +109,16 @@ def tool_choice(choice: AnthropicToolChoice | None) -> ToolChoice:
     return ToolChoice(ToolChoiceMode.REQUIRED)
 
 
+def output_schema(body: AnthropicMessagesRequest) -> dict[str, Any] | None:
+    """The JSON schema the reply must follow: `output_config.format` (structured outputs), or
+    the beta's top-level `output_format`; None when neither binds the reply. Its type and
+    shape are checked by the schema model; one no grammar can be made from is refused, like
+    every dialect's, when the request is admitted (a 400 invalid_request_error)."""
+    config = body.output_config
+    chosen = (config.format if config is not None else None) or body.output_format
+    return None if chosen is None else chosen.json_schema
+
+
 def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatPlan:
     messages = chat_messages(body.system, body.messages)
     # Anthropic's prefill: a final assistant message is the start of the reply, carried on.
@@ -122,6 +133,7 @@ def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatP
         stop=common.stop_list(body.stop_sequences),
         tools=tools_of(body.tools),
         tool_choice=tool_choice(body.tool_choice),
+        response_schema=output_schema(body),
         thinking=thinking_ask(body.thinking),
     )
     if body.grammar is None or plan.generation.json_schema is not None:

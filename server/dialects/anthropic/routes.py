@@ -43,9 +43,15 @@ async def count_tokens(body: AnthropicCountTokensRequest, served: Served) -> Inp
     when nothing has to be cut to fit): planned the same way, tools and all."""
     try:  # the fields /v1/messages also reads (tool_choice...) must be valid for it too
         as_message = AnthropicMessagesRequest.model_validate(
-            {**body.model_dump(exclude_unset=True), "max_tokens": 1}
+            {**body.model_dump(exclude_unset=True, by_alias=True), "max_tokens": 1}
         )
     except ValidationError as exc:
         raise APIError(400, describe_validation_error(exc), dialect=Dialect.ANTHROPIC) from None
     plan = adapter.messages_plan(as_message, served.chat_options("msg_"))
+    schema = plan.generation.json_schema
+    if schema is not None:  # refused as /v1/messages would refuse it
+        try:
+            served.model.schemas.check_json_schema(schema)
+        except ValueError as exc:
+            raise APIError(400, f"Unusable JSON schema: {exc}", dialect=Dialect.ANTHROPIC) from None
     return {"input_tokens": served.prompt_size(plan)}
