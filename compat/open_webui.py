@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,6 +46,7 @@ PROMPT = "Write a short poem about the sea."
 SAMPLE_SECONDS = 0.25
 QUIET_SAMPLES = 40  # the reply is over once its text stayed the same this long (10 s)
 MIN_GROWTH_STEPS = 5  # a reply that streams grows at least this often on screen
+ENOUGH_STEPS = 40  # seen growing this often, it streams: the rest of the reply is not awaited
 
 
 @dataclass
@@ -134,18 +137,26 @@ def click_button(driver: WebDriver, words: str) -> None:
                 return
 
 
+def type_prompt(driver: WebDriver) -> WebElement:
+    """The prompt typed into the chat box, once the page (and the release notes it shows the
+    first time, or a notice over the box) lets it be typed into."""
+    for _ in range(120):
+        click_button(driver, "Okay, Let")
+        boxes = driver.find_elements(By.ID, "chat-input")
+        if boxes:
+            with contextlib.suppress(WebDriverException):
+                driver.execute_script("arguments[0].focus()", boxes[0])
+                boxes[0].send_keys(PROMPT)
+                return boxes[0]
+        time.sleep(0.5)
+    raise SystemExit("Open WebUI's chat box never took the prompt")
+
+
 def chat(driver: WebDriver, model: str, shot: Path | None) -> tuple[float | None, int, int]:
     """One chat with `model` in a new page: seconds to the first visible text, the times the
     reply grew on screen, and its length."""
     driver.get(f"http://127.0.0.1:{WEBUI_PORT}/?models={model}")
-    for _ in range(120):  # the page, and the release notes it shows a first time, closed
-        click_button(driver, "Okay, Let")
-        if driver.find_elements(By.ID, "chat-input"):
-            break
-        time.sleep(0.5)
-    box = driver.find_element(By.ID, "chat-input")
-    driver.execute_script("arguments[0].focus()", box)  # a notice may lie over it
-    box.send_keys(PROMPT)
+    box = type_prompt(driver)
     started = time.monotonic()
     box.send_keys(Keys.ENTER)
     first, steps, last, quiet = None, 0, "", 0
@@ -159,11 +170,27 @@ def chat(driver: WebDriver, model: str, shot: Path | None) -> tuple[float | None
             first = time.monotonic() - started
         steps, quiet = (steps + 1, 0) if text != last else (steps, quiet + 1)
         last = text
-        if time.monotonic() - started > 900:
+        if steps >= ENOUGH_STEPS or time.monotonic() - started > 900:
             break
     if shot is not None:
         driver.save_screenshot(str(shot))
+    settle()
     return first, steps, len(last)
+
+
+def settle() -> None:
+    """Stop what the chat left running in Hearth (the rest of a long reply, Open WebUI's title
+    and follow-up tasks), so that the next chat starts on an idle server."""
+    hearth = f"http://127.0.0.1:{HEARTH_PORT}"
+    for _ in range(600):
+        with urllib.request.urlopen(f"{hearth}/api/extra/perf", timeout=10) as answer:
+            perf = json.load(answer)
+        if perf["idle"] == 1 and perf["queue"] == 0:
+            return
+        aborting = urllib.request.Request(f"{hearth}/api/extra/abort", data=b"{}", method="POST")
+        with urllib.request.urlopen(aborting, timeout=10):
+            pass
+        time.sleep(0.5)
 
 
 def runs(shots: Path | None) -> list[Run]:

@@ -4,11 +4,12 @@ schema-bound answer is JSON valid for its schema, or says it was cut off.
 HEARTH_STRUCTURED_REQUESTS requests (40 in `make test`; the issue's 200 with `make structured`,
 about 5 minutes on 2 cores: a grammar-bound token costs 20-30 ms of grammar) with prompts
 full of quotes, backslashes, line breaks, tabs and non-ASCII text, sampled at a temperature
-with a seed each, spread over every dialect's way of binding a reply to a schema: OpenAI's `response_format`, the Responses
-API's `text.format`, Ollama's `format`, KoboldAI's `grammar` holding a JSON schema and
-Anthropic's `output_config.format`. An answer that does not parse and validate must end as cut
-off in its dialect's words (`length`, `incomplete`, `max_tokens`): the grammar makes every
-other ending a complete value. Four at a time on a server with four slots, to keep the run
+with a seed each, spread over every dialect's way of binding a reply to a schema: OpenAI's
+`response_format`, the Responses API's `text.format`, Ollama's `format`, KoboldAI's `grammar`
+holding a JSON schema and Anthropic's `output_config.format`. An answer that does not parse
+and validate must end as cut off in its dialect's words (`length`, `incomplete`,
+`max_tokens`): the grammar makes every other ending a complete value. Four at a time on a
+server with four slots, to keep the run
 short (the timing is printed: `pytest -s`)."""
 
 from __future__ import annotations
