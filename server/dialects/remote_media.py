@@ -11,8 +11,9 @@ fetched and the adapter's refusal stands: a server that fetches whatever URL a c
 can be made to reach the machine's private network (a router's admin page, a cloud's
 metadata service).
 
-With it, every hop of a fetch (the URL, then each redirect, at most MAX_REDIRECTS) must be
-http or https, its host in the list, and every address the host resolves to public; the whole
+With it, every hop of a fetch (the URL, then each redirect, at most three:
+server/dialects/pinned_fetch.py) must be http or https, its host in the list, and every
+address the host resolves to public; the whole
 fetch takes at most FETCH_SECONDS, its body at most media.py's MAX_IMAGE_BYTES (read as it
 streams: a longer one is cut off there), and it must be declared an image (`image/*`).
 Whatever breaks a rule is a 400 in the dialect's shape naming the item's place in the body.
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
-import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,7 @@ import httpx
 
 from server.dialects.errors import APIError, Dialect, ErrorKind
 from server.dialects.media import MAX_IMAGE_BYTES, check_media_count
+from server.dialects.pinned_fetch import FetchRefused, fetch_pinned
 
 FETCH_SECONDS = 10.0  # per image, redirects and all
 MAX_REDIRECTS = 3
@@ -40,7 +41,7 @@ _SCHEMES = ("http", "https")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class _Refused(Exception):
+class _Refused(FetchRefused):
     """A fetch broke a rule: the reason, said to the client."""
 
 
@@ -187,7 +188,7 @@ async def _fetch(client: httpx.AsyncClient, item: RemoteImage, allowed: Sequence
             return await _fetch_url(client, item.url.strip(), allowed)
     except TimeoutError:
         reason = f"no whole answer within {FETCH_SECONDS:g} s"
-    except _Refused as exc:
+    except FetchRefused as exc:
         reason = str(exc)
     except httpx.InvalidURL as exc:  # the URL, or a redirect's Location
         reason = f"the URL is not valid ({exc})"
@@ -197,59 +198,14 @@ async def _fetch(client: httpx.AsyncClient, item: RemoteImage, allowed: Sequence
 
 
 async def _fetch_url(client: httpx.AsyncClient, text: str, allowed: Sequence[str]) -> str:
-    """Redirects followed by hand, each hop's URL checked before it is fetched."""
-    url = httpx.URL(text)
-    for _hop in range(MAX_REDIRECTS + 1):
-        request = await _checked_request(client, url, allowed)
-        response = await client.send(request, stream=True)
-        try:
-            if not response.has_redirect_location:
-                return await _data_uri(response)
-            url = url.join(response.headers["Location"])
-        finally:
-            await response.aclose()
-    raise _Refused(f"more than {MAX_REDIRECTS} redirects")
+    """The image's data: URI; every hop's host in the list, every address public."""
 
+    def host_refused(host: str) -> str | None:
+        if host_allowed(host, allowed):
+            return None
+        return f"the host {host} is not in the server's --remoteimages list"
 
-async def _checked_request(
-    client: httpx.AsyncClient, url: httpx.URL, allowed: Sequence[str]
-) -> httpx.Request:
-    """A GET for `url` once its scheme, host and addresses pass, sent to the address checked.
-
-    DNS rebinding: a name can resolve to a public address when checked and to 127.0.0.1 when
-    the connection resolves it again a moment later. So it is resolved once, here, every
-    address checked, and the request goes to one of those addresses, not to the name; the
-    name still travels in the Host header and, for https, as the TLS server name, which the
-    certificate is verified against."""
-    if url.scheme not in _SCHEMES:
-        raise _Refused(f"{url.scheme}: URLs are not fetched (http or https only)")
-    host = url.host
-    if not host:
-        raise _Refused("the URL names no host")
-    if not host_allowed(host, allowed):
-        raise _Refused(f"the host {host} is not in the server's --remoteimages list")
-    addresses = await _resolve(url.raw_host.decode("ascii"), url.port or _DEFAULT_PORTS[url.scheme])
-    private = [address for address in addresses if not is_public_address(address)]
-    if private:
-        raise _Refused(f"the host {host} has a private address ({private[0]})")
-    extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
-    return client.build_request(
-        "GET",
-        url.copy_with(host=addresses[0]),
-        headers={"Host": url.netloc.decode("ascii")},
-        extensions=extensions,
-    )
-
-
-async def _resolve(host: str, port: int) -> list[str]:
-    try:
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:  # socket.gaierror: no such name
-        raise _Refused(f"the host {host} could not be resolved ({exc.strerror or exc})") from None
-    addresses = list(dict.fromkeys(str(entry[4][0]) for entry in found))
-    if not addresses:
-        raise _Refused(f"the host {host} has no address")
-    return addresses
+    return await fetch_pinned(client, text, _data_uri, is_public_address, host_refused)
 
 
 async def _data_uri(response: httpx.Response) -> str:

@@ -4,7 +4,8 @@
 A server that fetches URLs it is handed can be made to reach what only it can reach: the
 machine itself, its private network, a cloud's metadata service. The URLs here come from a
 search engine's results, which anyone can steer with a page of their own. So every hop of a
-fetch (the URL, then each redirect, at most MAX_REDIRECTS) must be http or https and every
+fetch (the URL, then each redirect, at most three: server/dialects/pinned_fetch.py) must be
+http or https and every
 address its host resolves to public (`is_public_address`, the check remote images use); the
 connection goes to the address checked, not to the name again (a name that resolves to a
 public address once and to 127.0.0.1 a moment later gains nothing). A fetch takes at most
@@ -18,24 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-from collections.abc import Callable
 from html.parser import HTMLParser
 
 import httpx
 
+from server.dialects.pinned_fetch import AddressCheck, FetchRefused, fetch_pinned
+
 PAGE_SECONDS = 10.0  # per page, redirects and all
-MAX_REDIRECTS = 3
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # read of one page; the rest is not waited for
 _TEXT_TYPES = ("text/html", "text/plain", "application/xhtml+xml")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _SKIPPED_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "head"})
-
-AddressCheck = Callable[[str], bool]
-
-
-class _Unfetched(Exception):
-    """A page that is not read: why, for the console."""
 
 
 async def page_texts(urls: list[str], address_allowed: AddressCheck) -> list[str]:
@@ -48,7 +41,7 @@ async def _text(client: httpx.AsyncClient, url: str, address_allowed: AddressChe
     try:
         async with asyncio.timeout(PAGE_SECONDS):
             body, mime = await _fetch(client, url, address_allowed)
-    except (TimeoutError, _Unfetched, httpx.HTTPError):
+    except (TimeoutError, FetchRefused, httpx.HTTPError):
         return ""
     text = body.decode("utf-8", "replace")
     return visible_text(text) if "html" in mime else " ".join(text.split())
@@ -69,59 +62,15 @@ def _client() -> httpx.AsyncClient:
 async def _fetch(
     client: httpx.AsyncClient, text: str, address_allowed: AddressCheck
 ) -> tuple[bytes, str]:
-    url = httpx.URL(text)
-    for _hop in range(MAX_REDIRECTS + 1):
-        request = await _checked_request(client, url, address_allowed)
-        response = await client.send(request, stream=True)
-        try:
-            if not response.has_redirect_location:
-                return await _body(response)
-            url = url.join(response.headers["Location"])
-        finally:
-            await response.aclose()
-    raise _Unfetched(f"more than {MAX_REDIRECTS} redirects")
-
-
-async def _checked_request(
-    client: httpx.AsyncClient, url: httpx.URL, address_allowed: AddressCheck
-) -> httpx.Request:
-    """A GET for `url` sent to an address of its host that was just checked; the name still
-    goes in the Host header and, for https, as the TLS server name the certificate is
-    verified against."""
-    if url.scheme not in _DEFAULT_PORTS:
-        raise _Unfetched(f"{url.scheme}: URLs are not fetched")
-    host = url.raw_host.decode("ascii")
-    if not host:
-        raise _Unfetched("no host")
-    addresses = await _resolve(host, url.port or _DEFAULT_PORTS[url.scheme])
-    if not all(address_allowed(address) for address in addresses):
-        raise _Unfetched(f"the host {host} has a private address")
-    extensions = {"sni_hostname": host} if url.scheme == "https" else {}
-    return client.build_request(
-        "GET",
-        url.copy_with(host=addresses[0]),
-        headers={"Host": url.netloc.decode("ascii")},
-        extensions=extensions,
-    )
-
-
-async def _resolve(host: str, port: int) -> list[str]:
-    try:
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise _Unfetched(f"{host}: {exc}") from None
-    addresses = list(dict.fromkeys(str(entry[4][0]) for entry in found))
-    if not addresses:
-        raise _Unfetched(f"{host}: no address")
-    return addresses
+    return await fetch_pinned(client, text, _body, address_allowed)
 
 
 async def _body(response: httpx.Response) -> tuple[bytes, str]:
     if not response.is_success:
-        raise _Unfetched(f"answered {response.status_code}")
+        raise FetchRefused(f"answered {response.status_code}")
     mime = response.headers.get("Content-Type", "").partition(";")[0].strip().lower()
     if mime and mime not in _TEXT_TYPES:
-        raise _Unfetched(f"{mime}, not a page")
+        raise FetchRefused(f"{mime}, not a page")
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk

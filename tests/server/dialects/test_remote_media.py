@@ -22,7 +22,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from server.dialects import remote_media
+from server.dialects import pinned_fetch, remote_media
 from server.dialects.anthropic.schemas import AnthropicMessagesRequest
 from server.dialects.errors import APIError, Dialect
 from server.dialects.media import REMOTE_URL_MESSAGE, media_from_url
@@ -270,7 +270,7 @@ def test_the_address_checked_is_the_one_connected_to(
         resolved.append(host)
         return ["127.0.0.1"]
 
-    monkeypatch.setattr(remote_media, "_resolve", resolve)
+    monkeypatch.setattr(pinned_fetch, "resolve", resolve)
     port = image_host.url.rsplit(":", 1)[1]
     body = chat_body(f"http://images.invalid:{port}/hop/1")
     fetched(body, ["*.invalid"])
