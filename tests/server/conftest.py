@@ -111,3 +111,10 @@ def fim_server(
     BOS and EOS (tests/support/fim_gguf.py): /infill's prompts, /tokenize's special tokens."""
     model = write_fim_gguf(tmp_path_factory.mktemp("fim") / "tiny-fim.gguf")
     return start_hearth(["--model", str(model), "--threads", "1"], for_the_session=True)
+
+
+@pytest.fixture(scope="session")
+def instruct(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
+    """SmolLM2-135M-Instruct (a ChatML template of its own, with no tool-call format) in a
+    2048-token context: the tool-call and structured-output tests."""
+    return start_hearth(["--model", str(smollm2), "--contextsize", "2048"], for_the_session=True)

@@ -9,8 +9,6 @@ must make it write them escaped (server/core/llama/json_grammar.py), or the SDK'
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -21,7 +19,6 @@ from pydantic import BaseModel, ConfigDict
 
 from tests.support.servers import RunningServer
 
-StartHearth = Callable[..., RunningServer]
 GREEDY = {"temperature": 0.0}  # the anthropic SDK 2.x has no temperature argument of its own
 POEMS = [
     "Copy this poem exactly:\nRoses are red,\nViolets are blue",
@@ -39,11 +36,6 @@ class Poem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str
-
-
-@pytest.fixture(scope="module")
-def instruct(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
-    return start_hearth(["--model", str(smollm2), "--contextsize", "2048"])
 
 
 @pytest.fixture(scope="module")

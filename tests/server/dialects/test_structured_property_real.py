@@ -8,9 +8,9 @@ with a seed each, spread over every dialect's way of binding a reply to a schema
 `response_format`, the Responses API's `text.format`, Ollama's `format`, KoboldAI's `grammar`
 holding a JSON schema and Anthropic's `output_config.format`. An answer that does not parse
 and validate must end as cut off in its dialect's words (`length`, `incomplete`,
-`max_tokens`): the grammar makes every other ending a complete value. Four at a time on a
-server with four slots, to keep the run
-short (the timing is printed: `pytest -s`)."""
+`max_tokens`): the grammar makes every other ending a complete value. Four clients at a time
+on the session's instruct server (grammar-bound requests run one after another; the timing
+is printed: `pytest -s`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -31,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tests.support.servers import RunningServer
 
-StartHearth = Callable[..., RunningServer]
 REQUESTS = int(os.environ.get("HEARTH_STRUCTURED_REQUESTS", "40"))
 MAX_TOKENS = 48
 PARALLEL = 4
@@ -175,12 +173,6 @@ def valid(text: str, model: type[Strict] | None) -> bool:
     except (ValueError, ValidationError):
         return False
     return True
-
-
-@pytest.fixture(scope="module")
-def instruct(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
-    flags = ["--contextsize", "4096", "--parallelrequests", str(PARALLEL)]
-    return start_hearth(["--model", str(smollm2), *flags])
 
 
 # About 1.5 s a request on 2 cores (llama.cpp's grammar costs some 25 ms a token over this

@@ -6,8 +6,6 @@ reply or the call streams as it is written."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,7 +15,6 @@ import pytest
 
 from tests.support.servers import RunningServer
 
-StartHearth = Callable[..., RunningServer]
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS: list[Any] = [
     {
@@ -26,11 +23,6 @@ TOOLS: list[Any] = [
     }
 ]
 SHORT, LONG = "Oslo", "Reykjavik, the capital of Iceland, by the old harbour"
-
-
-@pytest.fixture(scope="module")
-def instruct(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
-    return start_hearth(["--model", str(smollm2), "--contextsize", "2048"])
 
 
 @pytest.fixture(scope="module")
