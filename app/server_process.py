@@ -27,7 +27,8 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 
 from app.log_buffer import LineAssembler
 
-# The variable server/dialects/admin_live.py reads (the launcher does not import the server's API).
+# The variable server/dialects/routes/admin_live.py reads (the launcher does not import the server's
+# API).
 ADMIN_TOKEN_ENV = "HEARTH_ADMIN_TOKEN"
 STOP_GRACE_MS = 5000
 KILL_WAIT_MS = 5000  # after SIGKILL; only an unkillable process takes longer

@@ -38,7 +38,7 @@ HEARTH_VALUE_FLAGS = {
     "--parallel": "--parallelrequests",
     "--n-predict": "--defaultgenamt",
     "--batch-size": "--batchsize",
-    "--api-key": "--api-key",  # the same flag (server/dialects/api_keys.py)
+    "--api-key": "--api-key",  # the same flag (server/dialects/edge/api_keys.py)
     "--chat-template": "--chat-template",
     "--chat-template-file": "--chat-template-file",
     "--chat-template-kwargs": "--chat-template-kwargs",
@@ -51,17 +51,17 @@ HEARTH_VALUE_FLAGS = {
     "-ctk": "--cache-type-k",
     "-ctv": "--cache-type-v",
     "--spec-type": "--spec-type",
-    "--cors-origins": "--cors-origins",  # the same flag (server/dialects/cors.py)
+    "--cors-origins": "--cors-origins",  # the same flag (server/dialects/edge/cors.py)
     "--sleep-idle-seconds": "--sleep-idle-seconds",  # the same flag (model_lifecycle.py)
-    "--alias": "--alias",  # the same flags (server/dialects/model_choice.py)
+    "--alias": "--alias",  # the same flags (server/dialects/pipeline/model_choice.py)
     "--tags": "--tags",
-    "--media-path": "--media-path",  # the same flag (server/dialects/local_media.py)
+    "--media-path": "--media-path",  # the same flag (server/dialects/media/local_media.py)
     # the same flags (server/server_tools, served at /tools)
     "--tools": "--tools",
     "--tools-runtime": "--tools-runtime",
     "--mcp-servers-json": "--mcp-servers-json",
     "--mcp-servers-config": "--mcp-servers-config",
-    "--pooling": "--pooling",  # the same flag (server/core/llama/embedder.py)
+    "--pooling": "--pooling",  # the same flag (server/core/llama/embedding/embedder.py)
 }
 # llama-server switch -> Hearth switch.
 HEARTH_SWITCHES = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from server.core.engine import Engine
+from server.core.scheduling.engine import Engine
 from server.models.files import resolve_model_path
 from server.settings.config import HearthSettings
 from tests.support import instruct_model

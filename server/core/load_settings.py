@@ -21,7 +21,7 @@ from server.base.defaults import (
 @dataclass(frozen=True)
 class TemplateChoice:
     """The chat template the user chose instead of the model's own, and the variables every
-    render of a model's template receives (server/core/chat.py)."""
+    render of a model's template receives (server/core/templates/chat.py)."""
 
     source: str | None = None  # Jinja text; None: the model's own template
     origin: str = "the model's own"  # in words, for the console and /props: "the file X"
@@ -31,7 +31,7 @@ class TemplateChoice:
 @dataclass(frozen=True)
 class LoraSettings:
     """LoRA adapters applied on top of the model (KoboldCpp's --lora and --loramult,
-    llama-server's --lora and --lora-scaled): server/core/llama/lora.py loads them."""
+    llama-server's --lora and --lora-scaled): server/core/llama/loading/lora.py loads them."""
 
     paths: tuple[str, ...] = ()  # numbered from 0 in this order, as llama-server does
     # The scales a request gets unless it names its own (llama-server's per-request `lora`),
@@ -43,7 +43,8 @@ class LoraSettings:
 @dataclass(frozen=True)
 class ModelOptions:
     """How llama.cpp loads the model and sizes its KV cache (KV type, flash attention, mmap,
-    mlock, RoPE, overrides, MoE on the CPU, BOS): server/core/llama/model.py applies them."""
+    mlock, RoPE, overrides, MoE on the CPU, BOS): server/core/llama/loading/model.py applies
+    them."""
 
     flash_attention: str = "auto"  # on, off, or auto (on where the device supports it)
     cache_type_k: str = "f16"  # ggml's names: f16, bf16, q8_0, q5_1, q4_0, ...
@@ -94,7 +95,7 @@ class SpeculationSettings:
 
 @dataclass(frozen=True)
 class MediaSettings:
-    """The multimodal projector (KoboldCpp's --mmproj): server/core/llama/media.py loads it
+    """The multimodal projector (KoboldCpp's --mmproj): server/core/llama/loading/media.py loads it
     beside the model it was made for (`for_model`; None: whichever model loads)."""
 
     projector: str | None = None
@@ -127,6 +128,6 @@ class LoadSettings:
     options: ModelOptions = field(default_factory=ModelOptions)  # KV type, flash attention, ...
     speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
     media: MediaSettings = field(default_factory=MediaSettings)
-    # llama-server's --pooling for the embeddings routes (server/core/llama/embedder.py): none,
-    # mean, cls, last or rank; None: the model's own (else the mean).
+    # llama-server's --pooling for the embeddings routes (server/core/llama/embedding/embedder.py):
+    # none, mean, cls, last or rank; None: the model's own (else the mean).
     pooling: str | None = None

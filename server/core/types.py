@@ -22,7 +22,7 @@ MEDIA_MARKER = f"<__media_{secrets.token_hex(8)}__>"
 
 # The most pixels an image handed to llama.cpp may have: its decoder (stb_image) holds the
 # whole image, 150 MB as RGB at this size. Larger ones are scaled down at the edge first
-# (server/dialects/image_scaling.py); the projector refuses any that is not.
+# (server/dialects/media/image_scaling.py); the projector refuses any that is not.
 MAX_DECODED_IMAGE_PIXELS = 50_000_000
 
 
@@ -40,9 +40,9 @@ class InfillParts:
 
 @dataclass(frozen=True, slots=True)
 class MediaInput:
-    """An image or a sound a client sent, checked at the edge (server/dialects/media.py):
+    """An image or a sound a client sent, checked at the edge (server/dialects/media/media.py):
     its kind, the file's bytes as sent (PNG, JPEG, GIF, BMP; WAV, MP3, FLAC) and what they
-    were found to be. The engine's projector reads them (server/core/llama/media.py)."""
+    were found to be. The engine's projector reads them (server/core/llama/loading/media.py)."""
 
     kind: str  # "image" or "audio"
     data: bytes
@@ -125,7 +125,7 @@ class GenerationRequest:
     # (KoboldCpp's pre-poll for tool_choice "auto".)
     schema_decision_prompt: str | None = None
     # End the reply (finish_reason LENGTH, `looped`) when it repeats one short span over and
-    # over: a grammar-bound tool call that loops never ends on its own (server/core/loops.py).
+    # over: a grammar-bound tool call that loops never ends on its own (server/core/text/loops.py).
     cut_loops: bool = False
     # The catalog name of the model to run on (None: whichever is loaded, or was last).
     model: str | None = None
@@ -150,23 +150,23 @@ class GenerationRequest:
     # Rank `embed_inputs` (documents) against this query instead of embedding them: each
     # "vector" is the model's one relevance score (llama-server's /rerank).
     rank_query: str | None = None
-    # Who asked, for the launcher's live view of requests (server/dialects/admin_live.py): the
-    # client's address and the API dialect it spoke; empty for internal requests and tests.
+    # Who asked, for the launcher's live view of requests (server/dialects/routes/admin_live.py):
+    # the client's address and the API dialect it spoke; empty for internal requests and tests.
     client: str = ""
     dialect: str = ""
-    # The name of the API key the client presented (server/dialects/api_keys.py), never
+    # The name of the API key the client presented (server/dialects/edge/api_keys.py), never
     # the key: for the console's request line and the live view; "" without keys.
     key_name: str = ""
     # Whose prompt this is, for --privatecache: the key the client presented, else its host
     # (a digest, never the key itself). Cached prompts are restored only for the same owner.
     cache_owner: str = ""
-    # Whose turn this is in the fair queue (server/core/request_queue.py): the same identity,
-    # a digest of the key presented, else of the client's host; "" for internal requests.
+    # Whose turn this is in the fair queue (server/core/scheduling/request_queue.py): the same
+    # identity, a digest of the key presented, else of the client's host; "" for internal requests.
     queue_owner: str = ""
     # llama-server's `cache_prompt: false`: the prompt is read from scratch, reusing no cached
     # prefix (so that the same request gives the same logits, whatever the cache holds).
     reuse_cache: bool = True
-    # A thinking model's thought (server/core/reasoning.py): `thinking_open` when the prompt
+    # A thinking model's thought (server/core/text/reasoning.py): `thinking_open` when the prompt
     # ends inside one (the template opened it), its tags, and the tokens it may take before
     # the engine writes the end tag itself and the model answers (None: no limit).
     thinking_open: bool = False

@@ -40,7 +40,8 @@ class ListedDevice:
 
 
 class GgmlDevice(Protocol):
-    """What the listing reads of one of ggml's devices (`server/core/llama/ggml_devices.py`)."""
+    """What the listing reads of one of ggml's devices
+    (`server/core/llama/loading/ggml_devices.py`)."""
 
     @property
     def backend(self) -> str: ...

@@ -1,7 +1,7 @@
 """RPC worker addresses (`--rpc HOST:PORT,…`) and whether each answers, without llama.cpp.
 
 The supervising parent (`server/process/rpc_supervisor.py`) checks its workers with these and
-never loads llama.cpp; the engine (`server/core/llama/rpc.py`) checks them again before it
+never loads llama.cpp; the engine (`server/core/llama/loading/rpc.py`) checks them again before it
 registers them, because llama.cpp aborts the whole process on one it cannot reach.
 """
 

@@ -13,21 +13,26 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import __version__
-from server.core.engine import Engine
-from server.core.job import DEFAULT_MAX_PENDING_EVENTS
-from server.core.scheduler import Scheduler
-from server.dialects import admin_live
+from server.core.scheduling.engine import Engine
+from server.core.scheduling.job import DEFAULT_MAX_PENDING_EVENTS
+from server.core.scheduling.scheduler import Scheduler
 from server.dialects.anthropic.routes import router as anthropic_router
-from server.dialects.api_keys import KeyRing
-from server.dialects.client_address import trusted_networks
-from server.dialects.cors import CORSOriginsMiddleware
-from server.dialects.deps import ModelInfo
-from server.dialects.errors import (
+from server.dialects.edge.api_keys import KeyRing
+from server.dialects.edge.client_address import trusted_networks
+from server.dialects.edge.cors import CORSOriginsMiddleware
+from server.dialects.edge.deps import ModelInfo
+from server.dialects.edge.errors import (
     APIError,
     IgnoredFields,
     api_error_handler,
     http_error_handler,
     request_validation_handler,
+)
+from server.dialects.edge.rate_limit import (
+    RateLimitedError,
+    RateLimitMiddleware,
+    RateLimits,
+    rate_limited_handler,
 )
 from server.dialects.kobold.admin import router as admin_router
 from server.dialects.kobold.embeddings import router as kobold_embeddings_router
@@ -38,27 +43,22 @@ from server.dialects.kobold.states import router as kobold_states_router
 from server.dialects.llama import gcp_routes
 from server.dialects.llama.routes import router as llama_router
 from server.dialects.llama.slot_routes import router as llama_slots_router
-from server.dialects.metrics import metrics_registry
-from server.dialects.metrics import router as metrics_router
-from server.dialects.model_choice import ModelChoice
 from server.dialects.ollama.embeddings import router as ollama_embeddings_router
 from server.dialects.ollama.pull import PullLocks
 from server.dialects.ollama.routes import router as ollama_router
 from server.dialects.openai.embeddings import router as openai_embeddings_router
 from server.dialects.openai.routes import llama_server_router as openai_llama_server_router
 from server.dialects.openai.routes import router as openai_router
-from server.dialects.openapi import document_request_models
-from server.dialects.pages import router as pages_router
-from server.dialects.rate_limit import (
-    RateLimitedError,
-    RateLimitMiddleware,
-    RateLimits,
-    rate_limited_handler,
-)
-from server.dialects.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
-from server.dialects.resumable import router as resumable_router
-from server.dialects.sleep_wake import WakeOnUseMiddleware
-from server.dialects.streaming import ClientDisconnectedError, client_gone_handler
+from server.dialects.pipeline.model_choice import ModelChoice
+from server.dialects.pipeline.openapi import document_request_models
+from server.dialects.routes import admin_live
+from server.dialects.routes.metrics import metrics_registry
+from server.dialects.routes.metrics import router as metrics_router
+from server.dialects.routes.pages import router as pages_router
+from server.dialects.routes.sleep_wake import WakeOnUseMiddleware
+from server.dialects.streams.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
+from server.dialects.streams.resumable import router as resumable_router
+from server.dialects.streams.streaming import ClientDisconnectedError, client_gone_handler
 from server.process.console import RequestLog
 from server.server_tools.registry import ToolBox
 from server.settings.config import HearthSettings
@@ -180,7 +180,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(WakeOnUseMiddleware)  # --sleep-idle-seconds: what wakes the model
     # Browsers may call the API straight from a page (hosted APIs often refuse this), from
-    # the pages --cors-origins names (server/dialects/cors.py).
+    # the pages --cors-origins names (server/dialects/edge/cors.py).
     # With tools on, pages from elsewhere are refused unless --cors-origins says otherwise.
     settings = app.state.settings
     tools_on = settings.server_tools_wanted() or app.state.tool_box is not None

@@ -6,8 +6,8 @@ import json
 import logging
 
 from server.base.netcheck import url_host
-from server.core.chat import ChatTemplate
-from server.core.job import Job
+from server.core.scheduling.job import Job
+from server.core.templates.chat import ChatTemplate
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 from server.devices.backends import GPU_BUILD_HINT
 from server.devices.placement import CPU_ONLY, Placement
@@ -169,7 +169,7 @@ class RequestLog:
         )
         cancelled = outcome.finish_reason is FinishReason.CANCELLED
         stop = "stop string" if outcome.stop_sequence is not None else outcome.finish_reason.value
-        if outcome.looped:  # server/core/loops.py
+        if outcome.looped:  # server/core/text/loops.py
             stop += " (the tool call repeated itself)"
         logger.info(
             "[%s] %sprompt %d tokens (%d cached), generated %d tokens, first token %s, "

@@ -15,8 +15,8 @@ import socket
 import uvicorn
 from fastapi import FastAPI
 
-from server.core.scheduler import Scheduler
-from server.dialects.streaming import SHUTDOWN_GRACE_SECONDS
+from server.core.scheduling.scheduler import Scheduler
+from server.dialects.streams.streaming import SHUTDOWN_GRACE_SECONDS
 from server.process.tls import TlsFiles
 from server.server_tools.registry import ToolBox
 
@@ -89,7 +89,7 @@ def http_server(
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
         # uvicorn would believe X-Forwarded-For from any loopback peer by itself, so any
         # process on this machine could name itself another client: only --trustedproxies
-        # decides (server/dialects/client_address.py).
+        # decides (server/dialects/edge/client_address.py).
         proxy_headers=False,
         ssl_certfile=None if tls is None else tls.certificate,
         ssl_keyfile=None if tls is None else tls.key,

@@ -23,7 +23,7 @@ def list_devices() -> list[ListedDevice]:
     loader_devices = vulkan_devices() if "Vulkan" in backends else []
     # Before ggml's registry exists: show it every device, software ones included.
     os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(d.index) for d in loader_devices)
-    from server.core.llama.ggml_devices import ggml_devices  # loads llama.cpp's libraries
+    from server.core.llama.loading.ggml_devices import ggml_devices  # loads llama.cpp's libraries
 
     return listed_devices(loader_devices, ggml_devices())
 

@@ -17,8 +17,8 @@ from server.core.load_settings import (
     SpeculationSettings,
     TemplateChoice,
 )
-from server.core.named_templates import NAMED_TEMPLATES, named_template
-from server.core.template_jinja import ChatTemplateError, compile_template
+from server.core.templates.named_templates import NAMED_TEMPLATES, named_template
+from server.core.templates.template_jinja import ChatTemplateError, compile_template
 from server.settings.config import HearthSettings
 
 T = TypeVar("T")

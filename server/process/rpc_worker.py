@@ -64,7 +64,7 @@ def main(arguments: Sequence[str]) -> int:
             "in use, or the address is not this computer's)\n"
         )
         return EXIT_USAGE
-    from server.core.llama.rpc import UnknownDeviceError, devices_to_serve, serve_devices
+    from server.core.llama.loading.rpc import UnknownDeviceError, devices_to_serve, serve_devices
 
     names = [name.strip() for name in options.device.split(",") if name.strip()]
     try:

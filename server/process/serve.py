@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"hearth: settings file {exc}\n")
         return EXIT_USAGE
     except ValidationError as exc:
-        from server.dialects.errors import describe_validation_error
+        from server.dialects.edge.errors import describe_validation_error
 
         sys.stderr.write(f"hearth: invalid option: {describe_validation_error(exc)}\n")
         return EXIT_USAGE

@@ -13,12 +13,12 @@ from pathlib import Path
 from types import FrameType
 
 from server.base.netcheck import port_in_use
-from server.core.engine import Embedder, Engine, EngineError
-from server.core.engine_pool import EnginePool
+from server.core.scheduling.engine import Embedder, Engine, EngineError
+from server.core.scheduling.engine_pool import EnginePool
 from server.devices.backends import gpu_backends
-from server.dialects.api_keys import KeyFileError, KeyRing, reload_on_hangup
+from server.dialects.edge.api_keys import KeyFileError, KeyRing, reload_on_hangup
 from server.dialects.kobold.lite import LiteFeatures, LiteSetupError, lite_features
-from server.dialects.model_choice import ModelChoice
+from server.dialects.pipeline.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
 from server.models.fetch import ModelFiles, downloaded_models, model_files_for
 from server.models.files import ModelFileError, check_gguf_file
@@ -122,7 +122,7 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
     pool and model choice around them; StartFailed, with nothing left open, when one fails."""
     # Imported here so `hearth --help` and settings errors never pay for loading llama.cpp.
     from server.core.llama import LlamaCppEngine
-    from server.core.llama.embedder import Embedder as LlamaEmbedder
+    from server.core.llama.embedding.embedder import Embedder as LlamaEmbedder
 
     try:
         template_choice(settings)  # before any download or load: a bad one stops the start

@@ -14,12 +14,12 @@ import logging
 from collections.abc import Callable
 
 from server.base.netcheck import is_loopback
-from server.server_tools.builtin import builtin_tools
-from server.server_tools.mcp_config import McpServerConfig, mcp_configs_from
-from server.server_tools.mcp_tools import start_mcp_tools
+from server.server_tools.builtin.builtin import builtin_tools
+from server.server_tools.mcp.mcp_config import McpServerConfig, mcp_configs_from
+from server.server_tools.mcp.mcp_tools import start_mcp_tools
 from server.server_tools.registry import ServerTool, ToolBox, ToolRefused
-from server.server_tools.runtime_spawn import SpawnedContainer
-from server.server_tools.runtimes import check_runtime_spec
+from server.server_tools.runtimes.runtime_spawn import SpawnedContainer
+from server.server_tools.runtimes.runtimes import check_runtime_spec
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")

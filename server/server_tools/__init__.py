@@ -5,17 +5,10 @@ folder and run shell commands on the machine the server runs on, and call the to
 servers the server starts. This layer is those tools, in plain Python:
 
 - `registry`: what a tool is (`ServerTool`), one call of it (`ToolCall`), the errors a call
-  ends in (`ToolError`: the tool's own failure, answered in-band; `ToolRefused`: a call that
-  must not run, llama-server's 500), and `ToolBox`, the tools a server offers.
-- `builtin` (`builtin_tools`: the tools --tools names) over `tool_base`, `builtin_files`
-  (read, write and edit a file; `text_edits` matches the edits), `file_search` (glob and grep
-  a folder; `globs`) and `shell` (run a command; `process_run` streams, caps and stops it).
-- Where they run: `runtimes` reads a runtime spec (this machine, `docker-container:ID`,
-  `podman-container:ID`, `ssh:TARGET`) into a `runtime_io` interface, done by `runtime_host`
-  and `runtime_isolate`; `runtime_spawn` starts the container of `--tools-runtime docker:IMAGE`.
-- `mcp_config`, `mcp_client` (one stdio session; `mcp_pipes` reads and writes its pipes),
-  `mcp_tools`: MCP servers (`--mcp-servers-json`, `--mcp-servers-config`), each tool offered
-  as `<server>_<tool>`.
+  ends in (`ToolError`, answered in-band; `ToolRefused`, llama-server's 500), and `ToolBox`,
+  the tools a server offers; `tool_base`: what the built-in tools share.
+- `builtin/`: the tools --tools names (files, search, shell); `runtimes/`: where they run
+  (this machine, a container, ssh); `mcp/`: MCP servers over stdio.
 
 Nothing here runs unless the server was started with `--tools` or an MCP configuration.
 

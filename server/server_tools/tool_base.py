@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from server.server_tools.registry import JsonObject, ServerTool, ToolCall, ToolError
-from server.server_tools.runtime_io import Runtime
-from server.server_tools.runtimes import runtime_for
+from server.server_tools.runtimes.runtime_io import Runtime
+from server.server_tools.runtimes.runtimes import runtime_for
 
 
 class BuiltinTool(ServerTool):

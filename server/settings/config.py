@@ -186,7 +186,7 @@ class HearthSettings(
         description="Sampling seed of requests that set none (-1: a random one for each).",
     )
     # Hearth's own: how long a resumable stream's generation outlives its connection
-    # (server/dialects/resumable.py). Not a KoboldCpp key; a .kcpps file without it means 30.
+    # (server/dialects/streams/resumable.py). Not a KoboldCpp key: a file without it means 30.
     resumegrace: int = Field(
         default=30,
         ge=0,

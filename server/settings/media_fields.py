@@ -3,7 +3,7 @@ model see images or hear sounds), `mmprojcpu`, `visionmintokens` / `visionmaxtok
 llama-server's spellings beside them (server/settings/cli.py). Kept apart so the settings model
 stays readable; `HearthSettings` inherits them, so they are ordinary settings everywhere.
 
-The projector is loaded with the model by server/core/llama/media.py (llama.cpp's libmtmd).
+The projector is loaded with the model by server/core/llama/loading/media.py (llama.cpp's libmtmd).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class MediaFields(BaseModel):
         default=-1, ge=-1, le=65536, description="Most tokens per image; -1: the model's."
     )
     # Hearth's own (neither KoboldCpp nor llama-server fetches an image URL): the hosts whose
-    # http(s) image URLs a request may name (server/dialects/remote_media.py). None, the
+    # http(s) image URLs a request may name (server/dialects/media/remote_media.py). None, the
     # default: none is fetched, as a server that fetches any URL a client names can be made to
     # reach the machine's private network.
     remoteimages: list[str] | None = Field(
@@ -51,7 +51,7 @@ class MediaFields(BaseModel):
     )
 
     # llama-server's --media-path: the folder a request's `file://` image URLs are read from
-    # (server/dialects/local_media.py); None: such URLs are refused.
+    # (server/dialects/media/local_media.py); None: such URLs are refused.
     media_path: str | None = Field(
         default=None,
         description="Read a request's file:// media URLs from this folder (never outside "

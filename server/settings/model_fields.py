@@ -8,7 +8,7 @@ settings everywhere.
 Where KoboldCpp's key and llama-server's flag say the same thing in different words, both are
 fields and the properties at the end (`flash_attention`, `kv_cache_types`, ...) say what is
 meant: the llama-server field when it is set, else KoboldCpp's. server/process/load_settings.py
-hands them to the core, which applies them (server/core/llama/model.py, load_options.py).
+hands them to the core, which applies them (server/core/llama/loading/model.py, load_options.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ line, .kcpps, launcher).
 
 Only the settings live here; what applies them: the TLS files and the bind warning in
 server/process, the keys, rate limits, client addresses and CORS in server/dialects, the fair
-queue in server/core/request_queue.py.
+queue in server/core/scheduling/request_queue.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ size flags, and KoboldCpp's draft model keys (`draftmodel`, `draftamount`, `draf
 them, so they are ordinary settings everywhere (command line, .kcpps, launcher).
 
 Speculation only changes the speed: drafted tokens are checked by the model and kept only when
-they are what it samples anyway (server/core/llama/speculation.py, engine.py).
+they are what it samples anyway (server/core/llama/speculation/speculation.py, engine.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ import sys
 from pytestqt.qtbot import QtBot
 
 from app.server_process import ADMIN_TOKEN_ENV, ServerProcess
-from server.dialects import admin_live
+from server.dialects.routes import admin_live
 
 
 def test_reports_lines_and_exit_code(qtbot: QtBot) -> None:

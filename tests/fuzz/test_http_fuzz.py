@@ -2,9 +2,9 @@
 on the bundled model.
 
 Requests are generated from Hearth's own OpenAPI schema (every route documents its request
-model, see server/dialects/openapi.py), both valid ones and ones that break the schema on purpose.
-The properties: no response is a 5xx, every 4xx carries its dialect's error shape, and every
-2xx matches its schema: a JSON answer the schema the route documents (schemathesis's response
+model, see server/dialects/pipeline/openapi.py), both valid ones and ones that break the schema on
+purpose. The properties: no response is a 5xx, every 4xx carries its dialect's error shape, and
+every 2xx matches its schema: a JSON answer the schema the route documents (schemathesis's response
 conformance check), each event of a stream its dialect's typed event (tests/stream_shapes.py).
 
 Generated token counts are capped at a few tokens before sending: this fuzzes the handling of

@@ -12,7 +12,7 @@ import sys
 
 import llama_cpp as llama
 
-from server.core.llama.model import LoadedModel
+from server.core.llama.loading.model import LoadedModel
 from server.models.files import resolve_model_path
 from server.process.load_settings import load_settings
 from server.settings.cli import parse_command_line

@@ -1,6 +1,6 @@
 """--pooling (llama-server's) on the bundled model: `last` and `none` on the real server, beside
 the session's default server (the model declares no pooling: the mean), and `cls` in-process on
-the embedder itself (server/core/llama/embedder.py), which needs no server of its own.
+the embedder itself (server/core/llama/embedding/embedder.py), which needs no server of its own.
 
 `none` pools nothing: llama-server's /embeddings answers each token's raw output vector, and
 the routes whose answer is one vector per input (OpenAI's, Ollama's, KoboldCpp's) refuse with
@@ -18,11 +18,11 @@ import httpx
 import llama_cpp as llama
 import pytest
 
-from server.core.llama.embedder import Embedder
-from server.core.llama.model import Vocabulary
+from server.core.llama.embedding.embedder import Embedder
+from server.core.llama.loading.model import Vocabulary
 from server.core.load_settings import LoadSettings
 from server.core.types import EmbeddingsEvent, GenerationRequest
-from server.dialects.embeddings import NOT_POOLED
+from server.dialects.embedding.embeddings import NOT_POOLED
 from server.models.files import resolve_model_path
 from tests.support.error_shapes import assert_error_shape
 from tests.support.servers import RunningServer

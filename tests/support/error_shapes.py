@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.dialects.errors import dialect_for_path
+from server.dialects.edge.errors import dialect_for_path
 
-# Which dialect a path belongs to, as the server decides it (server/dialects/errors.py).
+# Which dialect a path belongs to, as the server decides it (server/dialects/edge/errors.py).
 TEXT_ENDPOINTS = {
     "/api/v1/generate": "kobold",
     "/api/extra/generate/stream": "kobold",

@@ -21,7 +21,7 @@ LLAMA_SERVER_COUNTERS = (
     "llamacpp:spec_decode_num_drafts_total",
 )
 LLAMA_SERVER_GAUGES = (
-    "llamacpp:n_tokens_max",  # a counter in llama-server: see server/dialects/metrics.py
+    "llamacpp:n_tokens_max",  # a counter in llama-server: see server/dialects/routes/metrics.py
     "llamacpp:prompt_tokens_seconds",
     "llamacpp:predicted_tokens_seconds",
     "llamacpp:requests_processing",

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from server.core.chat import ChatTemplate
-from server.core.engine import EngineError
-from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
-from server.core.text_stream import TokenTextPipeline
+from server.core.caching.prompt_cache import MIB, PromptCache, PromptCacheStats
+from server.core.scheduling.engine import EngineError
+from server.core.templates.chat import ChatTemplate
+from server.core.text.text_stream import TokenTextPipeline
 from server.core.types import (
     EmbeddingsEvent,
     EmbedInput,

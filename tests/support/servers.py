@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from server.core.engine import Engine
+from server.core.scheduling.engine import Engine
 from server.process.app import create_app
 from server.process.http_server import http_server
 from server.process.tls import TlsFiles

@@ -12,12 +12,12 @@ from typing import Any, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from server.dialects import errors
-from server.dialects import llama_extensions as llama
 from server.dialects.anthropic import schemas as anthropic
+from server.dialects.edge import errors
 from server.dialects.kobold import schemas as kobold
 from server.dialects.ollama import schemas as ollama
 from server.dialects.openai import schemas as openai
+from server.dialects.routes import llama_extensions as llama
 
 # path → {SSE event name (or "" for unnamed data, "*" for any) → the shape of its data}
 _SSE_SHAPES: dict[str, dict[str, Any]] = {

@@ -7,7 +7,7 @@ Small on purpose: they render the tools and the turns, not every feature of the 
 
 from __future__ import annotations
 
-from server.core.tool_formats import ToolFormat
+from server.core.templates.tool_formats import ToolFormat
 
 HERMES = (
     "{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for t in tools %}{{ t | tojson }}"

@@ -7,11 +7,11 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from server.core.chat import ChatTemplate
-from server.core.engine import EngineError
-from server.core.llama.model import Vocabulary
-from server.core.llama.sampler import check_grammar, grammar_shape_problem, schema_grammar
+from server.core.llama.loading.model import Vocabulary
+from server.core.llama.sampling.sampler import check_grammar, grammar_shape_problem, schema_grammar
 from server.core.load_settings import ModelOptions, TemplateChoice
+from server.core.scheduling.engine import EngineError
+from server.core.templates.chat import ChatTemplate
 from server.core.types import GenerationRequest
 
 

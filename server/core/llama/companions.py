@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.core.engine import EngineError, MediaError
-from server.core.llama.draft_model import DraftModel
-from server.core.llama.media import MediaPrompt, Projector
-from server.core.llama.model import LoadedModel
-from server.core.llama.sequence import Sequence
-from server.core.llama.speculation import describe
+from server.core.llama.loading.media import MediaPrompt, Projector
+from server.core.llama.loading.model import LoadedModel
+from server.core.llama.sequences.sequence import Sequence
+from server.core.llama.speculation.draft_model import DraftModel
+from server.core.llama.speculation.speculation import describe
 from server.core.load_settings import LoadSettings
+from server.core.scheduling.engine import EngineError, MediaError
 from server.core.types import GenerationRequest
 
 logger = logging.getLogger(__name__)

@@ -20,27 +20,32 @@ from typing import Any
 
 import llama_cpp as llama
 
-from server.core.chat import ChatTemplate
-from server.core.counters import DecodeCounts
-from server.core.engine import EngineError
-from server.core.llama.batch import Batch
+from server.core.caching.prompt_cache import MIB, PromptCache, PromptCacheStats
+from server.core.caching.state_store import StateStore
 from server.core.llama.card import ModelCard
 from server.core.llama.companions import Companions, load_model
-from server.core.llama.decisions import Decisions
-from server.core.llama.draft_model import engine_speculators
-from server.core.llama.drawing import draw
-from server.core.llama.embedder import Embedder
-from server.core.llama.model import LoadedModel
-from server.core.llama.sampler import YES_NO_GRAMMAR, SamplerFactory, plain_greedy, schema_grammar
-from server.core.llama.sequence import Sequence, joined_text
-from server.core.llama.slot_states import SlotStates, kobold_state_slots
-from server.core.llama.slots import SlotCache, disk_states
-from server.core.llama.thinking import thought_budget
+from server.core.llama.embedding.embedder import Embedder
+from server.core.llama.loading.model import LoadedModel
+from server.core.llama.sampling.drawing import draw
+from server.core.llama.sampling.sampler import (
+    YES_NO_GRAMMAR,
+    SamplerFactory,
+    plain_greedy,
+    schema_grammar,
+)
+from server.core.llama.sequences.batch import Batch
+from server.core.llama.sequences.decisions import Decisions
+from server.core.llama.sequences.sequence import Sequence, joined_text
+from server.core.llama.sequences.slot_states import SlotStates, kobold_state_slots
+from server.core.llama.sequences.slots import SlotCache, disk_states
+from server.core.llama.sequences.thinking import thought_budget
+from server.core.llama.speculation.draft_model import engine_speculators
 from server.core.load_settings import LoadSettings
-from server.core.loops import LoopWatch
-from server.core.prompt_cache import MIB, PromptCache, PromptCacheStats
-from server.core.state_store import StateStore
-from server.core.text_stream import TokenTextPipeline
+from server.core.scheduling.counters import DecodeCounts
+from server.core.scheduling.engine import EngineError
+from server.core.templates.chat import ChatTemplate
+from server.core.text.loops import LoopWatch
+from server.core.text.text_stream import TokenTextPipeline
 from server.core.types import (
     EngineReport,
     FinishReason,
@@ -365,7 +370,7 @@ class LlamaCppEngine:
         elif sequence.generated >= sequence.max_tokens:
             self._finish(sequence, FinishReason.LENGTH, events)
         elif sequence.loops is not None and sequence.loops.looping_after(text):
-            sequence.looped = True  # ended as at max_tokens, saying why (server/core/loops.py)
+            sequence.looped = True  # ended as at max_tokens, saying why (server/core/text/loops.py)
             self._finish(sequence, FinishReason.LENGTH, events)
         elif len(sequence.slot.cached) >= self._loaded.slot_context:
             self._finish(sequence, FinishReason.LENGTH, events)  # the slot's context is full

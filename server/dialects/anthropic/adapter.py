@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
+from server.core.templates.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.types import MediaInput
-from server.dialects import common
 from server.dialects.anthropic.schemas import (
     AnthropicBlock,
     AnthropicMessage,
@@ -16,12 +15,13 @@ from server.dialects.anthropic.schemas import (
     AnthropicTool,
     AnthropicToolChoice,
 )
-from server.dialects.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
-from server.dialects.errors import APIError, Dialect
-from server.dialects.media import media_from_base64, media_from_url
-from server.dialects.media_parts import text_and_media
-from server.dialects.sampling import sampling_from
-from server.dialects.thinking import ThinkingAsk
+from server.dialects.chat import common
+from server.dialects.chat.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
+from server.dialects.chat.thinking import ThinkingAsk
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.edge.sampling import sampling_from
+from server.dialects.media.media import media_from_base64, media_from_url
+from server.dialects.media.media_parts import text_and_media
 
 _ANTHROPIC = Dialect.ANTHROPIC
 

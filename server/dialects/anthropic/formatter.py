@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from sse_starlette import ServerSentEvent
 
-from server.core.chat import ToolCall
-from server.core.tool_stream import (
+from server.core.templates.chat import ToolCall
+from server.core.tool_calls.tool_stream import (
     ChatStreamEvent,
     ReasoningDelta,
     TextDelta,
@@ -37,9 +37,9 @@ from server.dialects.anthropic.schemas import (
     ThinkingDelta,
     ToolUseBlock,
 )
-from server.dialects.common import ChatAnswer, ChatPlan, matched_user_stop
-from server.dialects.errors import Dialect
-from server.dialects.wire import SSEFormat, sse_typed
+from server.dialects.chat.common import ChatAnswer, ChatPlan, matched_user_stop
+from server.dialects.edge.errors import Dialect
+from server.dialects.streams.wire import SSEFormat, sse_typed
 
 
 def stop_reason(plan: ChatPlan, answer: ChatAnswer) -> str:

@@ -13,8 +13,8 @@ from server.dialects.anthropic.schemas import (
     AnthropicMessagesRequest,
     InputTokenCount,
 )
-from server.dialects.errors import APIError, Dialect, describe_validation_error
-from server.dialects.routing import Generation, Served, generation_route, json_route
+from server.dialects.edge.errors import APIError, Dialect, describe_validation_error
+from server.dialects.pipeline.routing import Generation, Served, generation_route, json_route
 
 router = APIRouter(tags=["Anthropic"])
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from server.dialects.limits import OptionalTopK, TokenCount
-from server.dialects.sampling import Samples
+from server.dialects.edge.limits import OptionalTopK, TokenCount
+from server.dialects.edge.sampling import Samples
 
 
 class AnthropicBase(BaseModel):

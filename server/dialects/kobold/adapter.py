@@ -6,13 +6,13 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from server.core.engine import Tokenizer
+from server.core.scheduling.engine import Tokenizer
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
-from server.dialects.errors import Dialect
+from server.dialects.chat.token_bias import resolve_logit_bias
+from server.dialects.edge.errors import Dialect
+from server.dialects.edge.sampling import sampling_from
 from server.dialects.kobold.schemas import KoboldGenerateRequest
-from server.dialects.media import check_media_count, media_from_base64
-from server.dialects.sampling import sampling_from
-from server.dialects.token_bias import resolve_logit_bias
+from server.dialects.media.media import check_media_count, media_from_base64
 
 _KOBOLD_BIAS_LIMIT = 100.0
 

@@ -19,15 +19,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from server.core.types import FinishReason, GenerationRequest
-from server.dialects.admission import submit
-from server.dialects.deps import (
+from server.dialects.edge.deps import (
     KeyRingDep,
     ModelInfoDep,
     SchedulerDep,
     SettingsDep,
     has_admin_key,
 )
-from server.dialects.errors import (
+from server.dialects.edge.errors import (
     APIError,
     Dialect,
     ErrorKind,
@@ -36,8 +35,9 @@ from server.dialects.errors import (
     unauthorized_error,
 )
 from server.dialects.kobold.schemas import KoboldReloadRequest
-from server.dialects.model_choice import ModelChoice
-from server.dialects.openapi import json_body
+from server.dialects.pipeline.admission import submit
+from server.dialects.pipeline.model_choice import ModelChoice
+from server.dialects.pipeline.openapi import json_body
 from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError, load_kcpps
 

@@ -1,6 +1,6 @@
 """KoboldCpp's POST /api/extra/embeddings: OpenAI's request and answer, with `truncate`.
 
-KoboldCpp mirrors /v1/embeddings here (server/dialects/embedding_shapes.py); `truncate`
+KoboldCpp mirrors /v1/embeddings here (server/dialects/embedding/embedding_shapes.py); `truncate`
 (default true, as KoboldCpp's) cuts an input longer than the model takes instead of refusing
 it. Where KoboldCpp answers an empty input with an empty list, Hearth answers 400, and errors
 are in KoboldCpp's `{"detail": {...}}` shape.
@@ -12,14 +12,14 @@ from functools import partial
 
 from fastapi import APIRouter
 
-from server.dialects.embedding_shapes import (
+from server.dialects.edge.errors import Dialect
+from server.dialects.embedding.embedding_shapes import (
     EmbeddingList,
     OpenAIEmbeddingRequest,
     embedding_inputs,
     embedding_list,
 )
-from server.dialects.embeddings import EmbeddingAsk, embedding_route
-from server.dialects.errors import Dialect
+from server.dialects.embedding.embeddings import EmbeddingAsk, embedding_route
 
 router = APIRouter(tags=["KoboldAI"])
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sse_starlette import ServerSentEvent
 
-from server.core.tool_stream import ChatStreamEvent, TextDelta
+from server.core.tool_calls.tool_stream import ChatStreamEvent, TextDelta
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.common import ChatAnswer
-from server.dialects.errors import Dialect
+from server.dialects.chat.common import ChatAnswer
+from server.dialects.edge.errors import Dialect
 from server.dialects.kobold.schemas import KoboldGenerateResponse, KoboldResult, KoboldTokenData
-from server.dialects.wire import SSEFormat, sse_json
+from server.dialects.streams.wire import SSEFormat, sse_json
 
 # KoboldCpp reports a stop-string hit as "length" (its C++ stop reason 2 falls through to the
 # default). Hearth says "stop", which is what clients expect from the other dialects too.

@@ -28,13 +28,13 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from typing_extensions import TypedDict
 
-from server.dialects.deps import key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.dialects.edge.deps import key_required
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
 from server.dialects.kobold.save_slots import SaveDataError, SaveRefused, SaveSlots
 from server.dialects.kobold.shared_story import SharedStory, StaleStory, StoryRefused, Turn
 from server.dialects.kobold.websearch import SearchFailed, WebResult, WebSearch
-from server.dialects.openapi import json_body
-from server.dialects.routing import Served, json_route
+from server.dialects.pipeline.openapi import json_body
+from server.dialects.pipeline.routing import Served, json_route
 from server.settings.config import HearthSettings
 
 logger = logging.getLogger("hearth")

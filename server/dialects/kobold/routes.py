@@ -13,17 +13,17 @@ from fastapi import APIRouter, Request
 from typing_extensions import TypedDict
 
 from server import __version__
-from server.core.prompt_cache import PromptCacheStats
-from server.core.scheduler import QueueLine
-from server.dialects import common
-from server.dialects.deps import (
+from server.core.caching.prompt_cache import PromptCacheStats
+from server.core.scheduling.scheduler import QueueLine
+from server.dialects.chat import common
+from server.dialects.edge.deps import (
     ModelInfoDep,
     SchedulerDep,
     SettingsDep,
     has_valid_key,
     key_required,
 )
-from server.dialects.errors import APIError, Dialect
+from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.kobold import adapter, formatter
 from server.dialects.kobold.admin import admin_level
 from server.dialects.kobold.lite import LiteFeatures
@@ -44,8 +44,8 @@ from server.dialects.kobold.schemas import (
     KoboldValue,
     KoboldVersion,
 )
-from server.dialects.resumable import ResumableStreams
-from server.dialects.routing import Generation, Served, generation_route, json_route
+from server.dialects.pipeline.routing import Generation, Served, generation_route, json_route
+from server.dialects.streams.resumable import ResumableStreams
 
 KOBOLDAI_API_VERSION = "1.2.5"
 KOBOLDCPP_COMPAT_VERSION = "1.116.1"  # the KoboldCpp release whose behaviour Hearth follows

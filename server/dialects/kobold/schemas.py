@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from server.dialects.limits import C_INT_MAX
-from server.dialects.sampling import Samples
+from server.dialects.edge.limits import C_INT_MAX
+from server.dialects.edge.sampling import Samples
 
 MAX_STOP_SEQUENCES = 256
 # Clients send `"genkey": null` for "no key".
@@ -44,7 +44,7 @@ class KoboldGenerateRequest(BaseModel):
     ban_eos_token: bool = False
     use_default_badwordsids: bool = False
     genkey: Genkey = ""
-    # Hearth: the stream survives a dropped connection (server/dialects/resumable.py).
+    # Hearth: the stream survives a dropped connection (server/dialects/streams/resumable.py).
     resumable: bool = False
     # {"<token id>": bias}, clamped to ±100 as KoboldCpp does.
     logit_bias: dict[str, Any] | None = None

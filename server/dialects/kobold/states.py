@@ -3,7 +3,7 @@
 copied into memory under a number (0 to 4, or up to --smartcache N - 1, as KoboldCpp's
 `savestate_limit`), and put back on request: a story can be rewound without reading it again.
 
-They go through the queue like any request (server/dialects/slot_actions.py). Differences on
+They go through the queue like any request (server/dialects/routes/slot_actions.py). Differences on
 purpose: KoboldCpp answers a failure with 200 and `{"success": false}`; Hearth sends the same
 body with a 4xx/5xx status and the reason in KoboldCpp's error shape. The routes ask for
 --adminpassword (else --password) as KoboldCpp's admin routes do, but not for --admin mode:
@@ -19,10 +19,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.core.types import SlotAction, SlotActionEvent, SlotActionKind
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_admin_key
-from server.dialects.errors import APIError, Dialect, parse_json_body, unauthorized_error
-from server.dialects.openapi import json_body
-from server.dialects.slot_actions import run_slot_action
+from server.dialects.edge.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_admin_key
+from server.dialects.edge.errors import APIError, Dialect, parse_json_body, unauthorized_error
+from server.dialects.pipeline.openapi import json_body
+from server.dialects.routes.slot_actions import run_slot_action
 from server.settings.config import HearthSettings
 
 router = APIRouter(tags=["KoboldAI admin"])

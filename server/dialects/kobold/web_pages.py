@@ -4,7 +4,7 @@
 A server that fetches URLs it is handed can be made to reach what only it can reach: the
 machine itself, its private network, a cloud's metadata service. The URLs here come from a
 search engine's results, which anyone can steer with a page of their own. So every hop of a
-fetch (the URL, then each redirect, at most three: server/dialects/pinned_fetch.py) must be
+fetch (the URL, then each redirect, at most three: server/dialects/media/pinned_fetch.py) must be
 http or https and every
 address its host resolves to public (`is_public_address`, the check remote images use); the
 connection goes to the address checked, not to the name again (a name that resolves to a
@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 
 import httpx
 
-from server.dialects.pinned_fetch import AddressCheck, FetchRefused, fetch_pinned
+from server.dialects.media.pinned_fetch import AddressCheck, FetchRefused, fetch_pinned
 
 PAGE_SECONDS = 10.0  # per page, redirects and all
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # read of one page; the rest is not waited for

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing_extensions import TypedDict
 
 from server.dialects.kobold.web_pages import page_texts
-from server.dialects.pinned_fetch import AddressCheck
-from server.dialects.remote_media import is_public_address
+from server.dialects.media.pinned_fetch import AddressCheck
+from server.dialects.media.remote_media import is_public_address
 
 logger = logging.getLogger("hearth")
 

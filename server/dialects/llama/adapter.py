@@ -9,20 +9,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from server.core.engine import Tokenizer
+from server.core.scheduling.engine import Tokenizer
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
-from server.dialects.common import (
+from server.dialects.chat.common import (
     ChatPlan,
     stop_list,
     text_plan,
     tokens_without_bos,
     with_penalty_window,
 )
-from server.dialects.errors import APIError, Dialect
+from server.dialects.chat.token_bias import resolve_logit_bias
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.edge.sampling import sampling_from
 from server.dialects.llama.schemas import CompletionRequest, SinglePrompt
-from server.dialects.media import check_media_count, media_from_base64
-from server.dialects.sampling import sampling_from
-from server.dialects.token_bias import resolve_logit_bias
+from server.dialects.media.media import check_media_count, media_from_base64
 
 OPENAI = Dialect.OPENAI  # llama-server answers errors in OpenAI's shape
 PROMPT_STRING_KEY = "prompt_string"

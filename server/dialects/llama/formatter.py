@@ -16,12 +16,12 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from server.core.tool_stream import ChatStreamEvent, TextDelta
+from server.core.tool_calls.tool_stream import ChatStreamEvent, TextDelta
 from server.core.types import GenerationRequest, Progress, TokenChoice, TokenLogprob
-from server.dialects.common import ChatAnswer
-from server.dialects.errors import Dialect
+from server.dialects.chat.common import ChatAnswer
+from server.dialects.edge.errors import Dialect
 from server.dialects.llama.schemas import CompletionRequest
-from server.dialects.llama_extensions import (
+from server.dialects.routes.llama_extensions import (
     NativeChunk,
     NativeCompletion,
     PredictedTimings,
@@ -36,7 +36,7 @@ from server.dialects.llama_extensions import (
     prompt_progress,
     prompt_timings,
 )
-from server.dialects.wire import SSEFormat, sse_json
+from server.dialects.streams.wire import SSEFormat, sse_json
 
 
 def _entry(choice: TokenChoice, post_sampling: bool) -> ProbabilityEntry:

@@ -3,8 +3,8 @@
 The body is a /completion body (sampling, `stream`, `n_predict`, ...) with the code around the
 cursor: `input_prefix` and `input_suffix` (text, or token ids and text mixed), `input_extra`
 (other files, `[{"filename", "text"}]`) and `prompt` (what is typed at the cursor). The model's
-own FIM tokens build the prompt (server/core/llama/infill.py, as llama-server builds it); the
-answer is /completion's, its `prompt` the built prompt with its special tokens written out.
+own FIM tokens build the prompt (server/core/llama/loading/infill.py, as llama-server builds it);
+the answer is /completion's, its `prompt` the built prompt with its special tokens written out.
 
 A model without prefix, suffix and middle tokens gets llama-server's 501 `not_supported_error`
 naming the ones it lacks; unlike llama-server, a malformed body is a 400 on any model.
@@ -20,16 +20,16 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from server.core.types import InfillParts
-from server.dialects import lora
-from server.dialects.common import ChatPlan, new_id
-from server.dialects.deps import ModelInfo
-from server.dialects.errors import APIError, Dialect, ErrorKind, error_body
+from server.dialects.chat.common import ChatPlan, new_id
+from server.dialects.edge.deps import ModelInfo
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.llama import adapter
 from server.dialects.llama.formatter import NativeCompletionWire
 from server.dialects.llama.schemas import CompletionRequest, LlamaBase
-from server.dialects.resumable import wants_resumable
-from server.dialects.routing import Served, json_route
-from server.dialects.serving import serve
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.pipeline.serving import serve
+from server.dialects.routes import lora
+from server.dialects.streams.resumable import wants_resumable
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI
@@ -59,7 +59,7 @@ class InfillRequest(CompletionRequest):
 @runtime_checkable
 class FimVocabulary(Protocol):
     """A model's vocabulary that can build fill-in-the-middle prompts
-    (server/core/llama/model.py's Vocabulary)."""
+    (server/core/llama/loading/model.py's Vocabulary)."""
 
     def missing_fim_tokens(self) -> list[str]: ...
 

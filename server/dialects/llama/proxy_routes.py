@@ -11,8 +11,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from server.dialects.deps import key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind
+from server.dialects.edge.deps import key_required
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind
 
 PROXY_OFF_MESSAGE = "this feature is disabled"
 

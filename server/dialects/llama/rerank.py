@@ -4,8 +4,8 @@
 Each document is scored against the query by a model with a rank head (a cross-encoder such
 as jina-reranker or bge-reranker, or Qwen3-Reranker): the embeddings model when there is one
 (--embeddingsmodel), else the model the body names, in the embedding machinery
-(server/dialects/embeddings.py, server/core/llama/embedder.py) with llama.cpp's rank pooling.
-The prompt per document is llama-server's (server/core/llama/rerank.py).
+(server/dialects/embedding/embeddings.py, server/core/llama/embedding/embedder.py) with llama.cpp's
+rank pooling. The prompt per document is llama-server's (server/core/llama/embedding/rerank.py).
 
 Two answer shapes, as llama-server: Jina's (`documents`: `{model, object, usage, results:
 [{index, relevance_score}]}`) and, when the body sends `texts`, Hugging Face TEI's (a bare
@@ -24,14 +24,14 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
-from server.dialects.admission import on_model, submit
-from server.dialects.common import new_id
-from server.dialects.embeddings import MAX_INPUTS, EmbeddingRoute, embeddings_of
-from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
+from server.dialects.chat.common import new_id
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error
+from server.dialects.embedding.embeddings import MAX_INPUTS, EmbeddingRoute, embeddings_of
 from server.dialects.llama.infill import not_supported
 from server.dialects.llama.schemas import LlamaBase
-from server.dialects.routing import Served, json_route
-from server.dialects.streaming import unless_disconnected
+from server.dialects.pipeline.admission import on_model, submit
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.streams.streaming import unless_disconnected
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI

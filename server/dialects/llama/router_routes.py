@@ -4,7 +4,7 @@ llama-server in router mode runs one child server per model and lists, loads and
 GET /models (each model with its `status`), POST /models/load and POST /models/unload, both
 with a body `{"model": NAME}`. Hearth switches models inside one process instead (server/core/
 engine_pool.py), so these routes list its catalog (--modeldir, else the model served) with
-each model's state (server/dialects/router_models.py) and load or unload a model by name as a
+each model's state (server/dialects/routes/router_models.py) and load or unload a model by name as a
 model-only job: in the same line as every request, after the running ones end, never evicting
 a model mid-answer. Up to --maxloadedmodels stay loaded, least recently used going first.
 
@@ -20,18 +20,18 @@ from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationRequest
-from server.dialects.admission import submit
-from server.dialects.common import new_id
-from server.dialects.deps import SchedulerDep
-from server.dialects.errors import APIError, Dialect, ErrorKind, busy_error
-from server.dialects.model_choice import ModelChoice
-from server.dialects.router_models import (
+from server.dialects.chat.common import new_id
+from server.dialects.edge.deps import SchedulerDep
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error
+from server.dialects.pipeline.admission import submit
+from server.dialects.pipeline.model_choice import ModelChoice
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.routes.router_models import (
     RouterModelList,
     listed_model,
     model_states,
     router_entry,
 )
-from server.dialects.routing import Served, json_route
 
 OPENAI = Dialect.OPENAI
 router = APIRouter(tags=["llama-server"])

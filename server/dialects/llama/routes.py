@@ -1,10 +1,10 @@
 """llama-server's native routes: `/completion`, `/health`, `/props`, `/tokenize`,
-`/detokenize` and `/lora-adapters` (server/dialects/lora.py), with its field names (`/slots` is
-server/dialects/llama/slot_routes.py). Errors use the OpenAI shape, as llama-server does.
+`/detokenize` and `/lora-adapters` (server/dialects/routes/lora.py), with its field names (`/slots`
+is server/dialects/llama/slot_routes.py). Errors use the OpenAI shape, as llama-server does.
 
 llama-server also serves the OpenAI routes without `/v1` and `/apply-template` (an OpenAI chat
 body's prompt): the OpenAI package registers those (server/dialects/openai/routes.py), and
-`/metrics` is server/dialects/metrics.py.
+`/metrics` is server/dialects/routes/metrics.py.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from server import __version__
-from server.dialects import lora
-from server.dialects.common import ChatPlan, new_id, tokens_without_bos
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.dialects.errors import APIError, Dialect
+from server.dialects.chat.common import ChatPlan, new_id, tokens_without_bos
+from server.dialects.chat.thinking import template_thinks
+from server.dialects.edge.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.llama import (
     adapter,
     infill,
@@ -38,13 +38,13 @@ from server.dialects.llama.schemas import (
     TokenizeRequest,
     TokenPiece,
 )
-from server.dialects.llama_extensions import with_end_token_bias
-from server.dialects.model_choice import ModelChoice
-from server.dialects.preparing import engine_ready
-from server.dialects.resumable import wants_resumable
-from server.dialects.routing import Served, json_route
-from server.dialects.serving import serve, whole_answers
-from server.dialects.thinking import template_thinks
+from server.dialects.pipeline.model_choice import ModelChoice
+from server.dialects.pipeline.preparing import engine_ready
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.pipeline.serving import serve, whole_answers
+from server.dialects.routes import lora
+from server.dialects.routes.llama_extensions import with_end_token_bias
+from server.dialects.streams.resumable import wants_resumable
 
 router = APIRouter(tags=["llama-server"])
 router.include_router(stream_resume.router)  # /v1/stream: X-Conversation-Id's resume and Stop

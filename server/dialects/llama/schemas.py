@@ -1,7 +1,7 @@
 """llama-server's request and answer shapes for its native routes (tools/server/README.md).
 
-Its completion answers and their figures are in server/dialects/llama_extensions.py, since its
-OpenAI answers carry them too.
+Its completion answers and their figures are in server/dialects/routes/llama_extensions.py, since
+its OpenAI answers carry them too.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from server.dialects.limits import C_INT_MAX
-from server.dialects.lora import LoraScale
-from server.dialects.sampling import Samples
+from server.dialects.edge.limits import C_INT_MAX
+from server.dialects.edge.sampling import Samples
+from server.dialects.routes.lora import LoraScale
 
 
 class LlamaBase(BaseModel):

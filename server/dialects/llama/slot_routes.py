@@ -11,11 +11,11 @@ from fastapi import APIRouter, Request
 from typing_extensions import TypedDict
 
 from server.core.types import SlotAction, SlotActionKind
-from server.dialects.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind, error_body
+from server.dialects.edge.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.llama.schemas import LlamaBase
-from server.dialects.routing import Served, json_route
-from server.dialects.slot_actions import run_slot_action, slot_file
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.routes.slot_actions import run_slot_action, slot_file
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI

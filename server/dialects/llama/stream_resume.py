@@ -1,4 +1,5 @@
-"""llama-server's stream resume routes, on Hearth's resumable streams (dialects/resumable.py).
+"""llama-server's stream resume routes, on Hearth's resumable streams
+(dialects/streams/resumable.py).
 
 A streamed generation asked with `X-Conversation-Id` (any SSE route) outlives its connection, as
 any resumable stream does, and is kept under that conversation:
@@ -26,10 +27,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from server.dialects.deps import key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind
-from server.dialects.resumable import ResumableStreams, named_response
-from server.dialects.routing import Served, json_route
+from server.dialects.edge.deps import key_required
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.streams.resumable import ResumableStreams, named_response
 
 router = APIRouter(tags=["llama-server"])
 OPENAI = Dialect.OPENAI

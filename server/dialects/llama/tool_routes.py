@@ -29,13 +29,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import ServerSentEvent
 
-from server.dialects.deps import key_required
-from server.dialects.errors import APIError, Dialect, ErrorKind
+from server.dialects.edge.deps import key_required
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind
 from server.dialects.llama.proxy_routes import feature_disabled
 from server.dialects.llama.schemas import LlamaBase
-from server.dialects.routing import Served, json_route
-from server.dialects.streaming import sse_response, unless_disconnected
-from server.dialects.wire import sse_json
+from server.dialects.pipeline.routing import Served, json_route
+from server.dialects.streams.streaming import sse_response, unless_disconnected
+from server.dialects.streams.wire import sse_json
 from server.server_tools.registry import (
     JsonObject,
     ServerTool,

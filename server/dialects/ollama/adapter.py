@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from server.core.chat import ChatMessage, ToolCall
+from server.core.templates.chat import ChatMessage, ToolCall
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput, SamplingParams
-from server.dialects.common import (
+from server.dialects.chat.common import (
     ChatOptions,
     ChatPlan,
     new_id,
@@ -15,9 +15,11 @@ from server.dialects.common import (
     text_plan,
     with_penalty_window,
 )
-from server.dialects.errors import APIError, Dialect
-from server.dialects.function_tools import function_tools
-from server.dialects.media import media_from_base64
+from server.dialects.chat.function_tools import function_tools
+from server.dialects.chat.thinking import ThinkingAsk, template_thinks
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.edge.sampling import sampling_from
+from server.dialects.media.media import media_from_base64
 from server.dialects.ollama.schemas import (
     OllamaChatRequest,
     OllamaGenerateRequest,
@@ -25,8 +27,6 @@ from server.dialects.ollama.schemas import (
     OllamaOptions,
     Think,
 )
-from server.dialects.sampling import sampling_from
-from server.dialects.thinking import ThinkingAsk, template_thinks
 
 
 def keeping_alive(plan: ChatPlan, body: OllamaGenerateRequest | OllamaChatRequest) -> ChatPlan:

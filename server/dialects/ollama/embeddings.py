@@ -14,9 +14,9 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from server.core.types import EmbedInput
-from server.dialects.embeddings import Embedded, EmbeddingAsk, embedding_route
-from server.dialects.errors import Dialect
-from server.dialects.limits import C_INT_MAX
+from server.dialects.edge.errors import Dialect
+from server.dialects.edge.limits import C_INT_MAX
+from server.dialects.embedding.embeddings import Embedded, EmbeddingAsk, embedding_route
 from server.dialects.ollama.schemas import KeepsAlive, OllamaOptions
 
 router = APIRouter(tags=["Ollama"])

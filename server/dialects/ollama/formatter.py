@@ -12,11 +12,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from server.core.chat import ToolCall
-from server.core.tool_stream import ChatStreamEvent, ReasoningDelta, TextDelta, ToolCallDone
+from server.core.templates.chat import ToolCall
+from server.core.tool_calls.tool_stream import (
+    ChatStreamEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDone,
+)
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.common import ChatAnswer
-from server.dialects.errors import Dialect
+from server.dialects.chat.common import ChatAnswer
+from server.dialects.edge.errors import Dialect
 from server.dialects.ollama.schemas import (
     ChatChunk,
     GenerateChunk,
@@ -25,7 +30,7 @@ from server.dialects.ollama.schemas import (
     OllamaChunk,
     StreamError,
 )
-from server.dialects.wire import NDJSONFormat
+from server.dialects.streams.wire import NDJSONFormat
 from server.models.gguf import GGUFSummary, rfc3339
 
 _NANOSECONDS = 1_000_000_000

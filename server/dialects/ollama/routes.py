@@ -14,11 +14,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from server import __version__
-from server.core.reasoning import thinking_syntax
-from server.dialects.deps import ModelInfoDep, SchedulerDep
-from server.dialects.errors import APIError, Dialect, ErrorKind
-from server.dialects.model_choice import ModelChoice
-from server.dialects.model_files import listed_models, read_model_file
+from server.core.text.reasoning import thinking_syntax
+from server.dialects.edge.deps import ModelInfoDep, SchedulerDep
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind
 from server.dialects.ollama import adapter, formatter
 from server.dialects.ollama.pull import pull_progress, pullable
 from server.dialects.ollama.schemas import (
@@ -36,7 +34,9 @@ from server.dialects.ollama.schemas import (
     RunningModel,
     RunningModels,
 )
-from server.dialects.routing import Generation, Served, generation_route, json_route
+from server.dialects.pipeline.model_choice import ModelChoice
+from server.dialects.pipeline.model_files import listed_models, read_model_file
+from server.dialects.pipeline.routing import Generation, Served, generation_route, json_route
 from server.models.fetch import delete_hub_model
 from server.models.files import ModelFileError
 from server.models.gguf import rfc3339

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
-from server.dialects.function_tools import FunctionDefinition
-from server.dialects.limits import C_INT_MAX, OptionalTopK
-from server.dialects.sampling import Samples
+from server.dialects.chat.function_tools import FunctionDefinition
+from server.dialects.edge.limits import C_INT_MAX, OptionalTopK
+from server.dialects.edge.sampling import Samples
 
 
 class OllamaBase(BaseModel):

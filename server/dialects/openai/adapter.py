@@ -6,10 +6,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from server.core.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
-from server.core.engine import Tokenizer
+from server.core.scheduling.engine import Tokenizer
+from server.core.templates.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.types import GenerationRequest, MediaInput, SamplingParams
-from server.dialects.common import (
+from server.dialects.chat.common import (
     ChatOptions,
     ChatPlan,
     ToolChoice,
@@ -19,10 +19,13 @@ from server.dialects.common import (
     text_of,
     text_plan,
 )
-from server.dialects.errors import APIError, Dialect
-from server.dialects.function_tools import function_tools
-from server.dialects.media import media_from_base64, media_from_url
-from server.dialects.media_parts import text_and_media
+from server.dialects.chat.function_tools import function_tools
+from server.dialects.chat.thinking import ThinkingAsk
+from server.dialects.chat.token_bias import resolve_logit_bias
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.edge.sampling import sampling_from
+from server.dialects.media.media import media_from_base64, media_from_url
+from server.dialects.media.media_parts import text_and_media
 from server.dialects.openai.requests import (
     OpenAIChatMessage,
     OpenAIChatRequest,
@@ -30,9 +33,6 @@ from server.dialects.openai.requests import (
     OpenAISamplingFields,
     ResponsesRequest,
 )
-from server.dialects.sampling import sampling_from
-from server.dialects.thinking import ThinkingAsk
-from server.dialects.token_bias import resolve_logit_bias
 
 _OPENAI = Dialect.OPENAI
 

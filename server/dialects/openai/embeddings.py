@@ -1,12 +1,13 @@
 """OpenAI's embeddings endpoint: POST /v1/embeddings, and /embeddings as llama-server serves it.
 
-The request and answer shapes are server/dialects/embedding_shapes.py (KoboldCpp answers in
-them too); `dimensions` other than the model's own size is a 400
+The request and answer shapes are server/dialects/embedding/embedding_shapes.py (KoboldCpp answers
+in them too); `dimensions` other than the model's own size is a 400
 (EmbeddingRoute.check_dimensions).
 
 With --pooling none, /embeddings answers as llama-server's does, a list of
 `{"index": i, "embedding": [[...token 1...], [...token 2...], ...]}` with each token's raw
-vector, and /v1/embeddings refuses with llama-server's 400 (server/dialects/embeddings.py).
+vector, and /v1/embeddings refuses with llama-server's 400
+(server/dialects/embedding/embeddings.py).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from fastapi import APIRouter
 from pydantic import RootModel
 from typing_extensions import TypedDict
 
-from server.dialects.embedding_shapes import (
+from server.dialects.edge.errors import Dialect
+from server.dialects.embedding.embedding_shapes import (
     EmbeddingList,
     OpenAIEmbeddingRequest,
     embedding_inputs,
     embedding_list,
 )
-from server.dialects.embeddings import Embedded, EmbeddingAsk, embedding_route
-from server.dialects.errors import Dialect
+from server.dialects.embedding.embeddings import Embedded, EmbeddingAsk, embedding_route
 
 router = APIRouter(tags=["OpenAI"])
 

@@ -19,8 +19,8 @@ from typing import Any, Self
 from sse_starlette import ServerSentEvent
 
 from server import __version__
-from server.core.chat import ToolCall
-from server.core.tool_stream import (
+from server.core.templates.chat import ToolCall
+from server.core.tool_calls.tool_stream import (
     ChatStreamEvent,
     ReasoningDelta,
     TextDelta,
@@ -28,15 +28,8 @@ from server.core.tool_stream import (
     ToolCallStart,
 )
 from server.core.types import FinishReason, GenerationOutcome, Progress, TokenChoice, TokenLogprob
-from server.dialects.common import ChatAnswer, failed, failure_message
-from server.dialects.errors import Dialect
-from server.dialects.llama_extensions import (
-    LlamaExtras,
-    PredictedTimings,
-    predicted_timings,
-    prompt_progress,
-    timings,
-)
+from server.dialects.chat.common import ChatAnswer, failed, failure_message
+from server.dialects.edge.errors import Dialect
 from server.dialects.openai.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -51,7 +44,14 @@ from server.dialects.openai.schemas import (
     ToolCallDelta,
     ToolCallOut,
 )
-from server.dialects.wire import ChoicesFormat, SSEFormat, sse_json
+from server.dialects.routes.llama_extensions import (
+    LlamaExtras,
+    PredictedTimings,
+    predicted_timings,
+    prompt_progress,
+    timings,
+)
+from server.dialects.streams.wire import ChoicesFormat, SSEFormat, sse_json
 from server.models.gguf import GGUFSummary
 
 DONE = ServerSentEvent("[DONE]")

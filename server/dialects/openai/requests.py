@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.dialects.function_tools import FunctionDefinition
-from server.dialects.limits import OptionalTopK, TokenCount
-from server.dialects.lora import LoraScale
-from server.dialects.sampling import Samples
-from server.dialects.thinking import ReasoningFormat
+from server.dialects.chat.function_tools import FunctionDefinition
+from server.dialects.chat.thinking import ReasoningFormat
+from server.dialects.edge.limits import OptionalTopK, TokenCount
+from server.dialects.edge.sampling import Samples
+from server.dialects.routes.lora import LoraScale
 
 # OpenAI's reasoning effort levels (its SDK's ReasoningEffort).
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -33,7 +33,7 @@ class OpenAIBase(BaseModel):
 
 class OpenAIStreamOptions(OpenAIBase):
     include_usage: bool = False
-    # Hearth: the stream survives a dropped connection (server/dialects/resumable.py).
+    # Hearth: the stream survives a dropped connection (server/dialects/streams/resumable.py).
     resumable: bool = False
 
 
@@ -56,7 +56,7 @@ class OpenAISamplingFields(OpenAIBase):
         default=None, ge=-2.0, le=2.0
     )
     # {"<token id>": bias}; llama-server also takes text keys, [[token or text, bias], ...]
-    # and `false` for a ban (server/dialects/token_bias.py checks them).
+    # and `false` for a ban (server/dialects/chat/token_bias.py checks them).
     logit_bias: dict[str, Any] | list[Any] | None = None
     # KoboldCpp extras
     top_k: Annotated[OptionalTopK, Samples("top_k")] = None

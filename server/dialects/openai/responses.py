@@ -17,7 +17,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from server.core.tool_stream import (
+from server.core.tool_calls.tool_stream import (
     ChatStreamEvent,
     ReasoningDelta,
     TextDelta,
@@ -26,9 +26,8 @@ from server.core.tool_stream import (
     ToolCallStart,
 )
 from server.core.types import FinishReason, GenerationOutcome, Progress
-from server.dialects.common import ChatAnswer
-from server.dialects.errors import Dialect
-from server.dialects.llama_extensions import ReplyClock, prompt_progress, timings
+from server.dialects.chat.common import ChatAnswer
+from server.dialects.edge.errors import Dialect
 from server.dialects.openai.requests import ResponsesRequest
 from server.dialects.openai.schemas import (
     ArgumentsDeltaEvent,
@@ -50,7 +49,8 @@ from server.dialects.openai.schemas import (
     TextDeltaEvent,
     TextDoneEvent,
 )
-from server.dialects.wire import SSEFormat, sse_typed
+from server.dialects.routes.llama_extensions import ReplyClock, prompt_progress, timings
+from server.dialects.streams.wire import SSEFormat, sse_typed
 
 
 def _call_item_id(call_id: str) -> str:

@@ -13,13 +13,10 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 
-from server.dialects import common
-from server.dialects.common import ChatPlan
-from server.dialects.deps import ModelInfoDep
-from server.dialects.errors import Dialect
-from server.dialects.llama_extensions import LlamaExtras
-from server.dialects.lora import with_lora
-from server.dialects.model_files import public_models, read_model_file
+from server.dialects.chat import common
+from server.dialects.chat.common import ChatPlan
+from server.dialects.edge.deps import ModelInfoDep
+from server.dialects.edge.errors import Dialect
 from server.dialects.openai import adapter, formatter
 from server.dialects.openai.requests import (
     OpenAIChatRequest,
@@ -37,8 +34,11 @@ from server.dialects.openai.schemas import (
     ModelList,
     ResponseObject,
 )
-from server.dialects.router_models import ListedModel, listed_model
-from server.dialects.routing import Generation, Served, generation_route, json_route
+from server.dialects.pipeline.model_files import public_models, read_model_file
+from server.dialects.pipeline.routing import Generation, Served, generation_route, json_route
+from server.dialects.routes.llama_extensions import LlamaExtras
+from server.dialects.routes.lora import with_lora
+from server.dialects.routes.router_models import ListedModel, listed_model
 
 router = APIRouter(tags=["OpenAI"])
 llama_server_router = APIRouter(tags=["llama-server"])

@@ -2,7 +2,7 @@
 list, and Responses (and its stream events), as formatter.py and responses.py write them.
 
 llama-server's additions (`timings`, `__verbose`) are its own shapes
-(server/dialects/llama_extensions.py); `prompt_progress` (`return_progress`) is here.
+(server/dialects/routes/llama_extensions.py); `prompt_progress` (`return_progress`) is here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from server.dialects.llama_extensions import (
+from server.dialects.routes.llama_extensions import (
     NativeCompletion,
     PredictedTimings,
     PromptProgress,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.core.chat import (
+from server.core.templates.chat import (
     ChatMessage,
     ChatTemplate,
     ChatTemplateError,
@@ -12,7 +12,7 @@ from server.core.chat import (
     ToolCall,
     ToolSpec,
 )
-from server.core.tool_formats_bound import tool_call_schema
+from server.core.tool_calls.tool_formats_bound import tool_call_schema
 
 GEMMA = ChatTemplate(None, "gemma3", bos_token="<bos>")
 

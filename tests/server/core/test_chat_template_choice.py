@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from server.core.chat import ChatMessage, ChatTemplate, ChatTemplateError, ToolCall, ToolSpec
-from server.core.named_templates import NAMED_TEMPLATES, named_template
+from server.core.templates.chat import (
+    ChatMessage,
+    ChatTemplate,
+    ChatTemplateError,
+    ToolCall,
+    ToolSpec,
+)
+from server.core.templates.named_templates import NAMED_TEMPLATES, named_template
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
 MARKED = (FIXTURES / "marked.jinja").read_text()

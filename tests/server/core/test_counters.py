@@ -1,16 +1,21 @@
-"""The plain counters behind /metrics (server/core/counters.py) and how the scheduler and the
-engine pool keep them."""
+"""The plain counters behind /metrics (server/core/scheduling/counters.py) and how the scheduler and
+the engine pool keep them."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-from server.core.counters import QUEUE_WAIT_BUCKETS, DecodeCounts, ServerCounters, WaitHistogram
-from server.core.engine import Engine
-from server.core.engine_pool import EnginePool
-from server.core.job import JobState
-from server.core.scheduler import Scheduler
+from server.core.scheduling.counters import (
+    QUEUE_WAIT_BUCKETS,
+    DecodeCounts,
+    ServerCounters,
+    WaitHistogram,
+)
+from server.core.scheduling.engine import Engine
+from server.core.scheduling.engine_pool import EnginePool
+from server.core.scheduling.job import JobState
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 from tests.support.scripted_engine import ScriptedEngine
 

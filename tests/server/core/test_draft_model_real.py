@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.core.engine import EngineError
 from server.core.llama.engine import LlamaCppEngine
+from server.core.scheduling.engine import EngineError
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings
 from tests.server.core.test_speculation_real import SERVER_FLAGS, copy_prompt, greedy

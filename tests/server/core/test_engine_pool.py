@@ -11,12 +11,12 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from server.core.engine import CachesPrompts, Engine, EngineError
-from server.core.engine_pool import EnginePool
-from server.core.observation import Observer
-from server.core.prompt_cache import PromptCache, PromptCacheStats, SavedState
-from server.core.request_queue import RequestQueue
-from server.core.scheduler import Scheduler
+from server.core.caching.prompt_cache import PromptCache, PromptCacheStats, SavedState
+from server.core.scheduling.engine import CachesPrompts, Engine, EngineError
+from server.core.scheduling.engine_pool import EnginePool
+from server.core.scheduling.observation import Observer
+from server.core.scheduling.request_queue import RequestQueue
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationRequest
 from tests.support.scripted_engine import CachingScriptedEngine, ScriptedEngine
 

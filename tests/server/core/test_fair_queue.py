@@ -1,6 +1,6 @@
-"""The fair queue (server/core/request_queue.py): waiting requests are served in turn across
-owners (API keys, else addresses), each owner's own in arrival order; `--multiuser` bounds the
-whole queue exactly as before, `--multiuserperkey` one owner's share of it. On RequestQueue
+"""The fair queue (server/core/scheduling/request_queue.py): waiting requests are served in turn
+across owners (API keys, else addresses), each owner's own in arrival order; `--multiuser` bounds
+the whole queue exactly as before, `--multiuserperkey` one owner's share of it. On RequestQueue
 itself, then through the scheduler's worker with a scripted engine of several slots."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.core.job import Job, JobState
-from server.core.request_queue import (
+from server.core.scheduling.job import Job, JobState
+from server.core.scheduling.request_queue import (
     OwnerShare,
     OwnerShareFullError,
     QueueFullError,
@@ -22,7 +22,7 @@ from server.core.request_queue import (
     owner_label,
     waiting_places,
 )
-from server.core.scheduler import Scheduler
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
 from tests.server.core.test_worker import ScriptedBatchEngine
 

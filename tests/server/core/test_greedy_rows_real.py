@@ -17,8 +17,8 @@ import pytest
 
 from server.core.llama import engine as engine_module
 from server.core.llama.engine import LlamaCppEngine
-from server.core.llama.model import LoadedModel
-from server.core.llama.sampler import greedy_token, plain_greedy
+from server.core.llama.loading.model import LoadedModel
+from server.core.llama.sampling.sampler import greedy_token, plain_greedy
 from server.core.types import GenerationOutcome, GenerationRequest, SamplingParams, TokenEvent
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings

@@ -1,6 +1,6 @@
 """Schema-bound replies are JSON a parser reads: the grammar made from a JSON schema refuses
 raw control characters inside strings (JSON allows them only escaped), and admits every escape
-and every other character (server/core/llama/json_grammar.py).
+and every other character (server/core/llama/sampling/json_grammar.py).
 
 The first tests read the grammar's text; the last run llama.cpp's own grammar engine over the
 instruct model's vocabulary (loaded alone, without weights), token by token."""
@@ -17,9 +17,9 @@ import llama_cpp as llama
 import pytest
 from llama_cpp import llama_grammar
 
-from server.core.engine import EngineError
-from server.core.llama import json_grammar
-from server.core.llama.sampler import schema_grammar
+from server.core.llama.sampling import json_grammar
+from server.core.llama.sampling.sampler import schema_grammar
+from server.core.scheduling.engine import EngineError
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 # A schema for each way the converter writes a string: a plain string property, a free object

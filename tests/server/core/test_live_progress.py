@@ -1,8 +1,8 @@
-"""A job's live progress (server/core/job.py LiveProgress), as the engine reports it."""
+"""A job's live progress (server/core/scheduling/job.py LiveProgress), as the engine reports it."""
 
 from __future__ import annotations
 
-from server.core.job import LiveProgress
+from server.core.scheduling.job import LiveProgress
 from server.core.types import Progress
 
 

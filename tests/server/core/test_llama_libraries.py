@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pytest
 
-from server.core.llama.native import GgmlThreadpoolParams, check_struct_layouts
+from server.core.llama.loading.native import GgmlThreadpoolParams, check_struct_layouts
 from tests.support.servers import ROOT
 
 pytestmark = [

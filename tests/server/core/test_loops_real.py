@@ -1,5 +1,5 @@
 """The real engine with a grammar-bound reply: the hidden tool decision's answer comes first,
-and a bound reply that loops ends at the loop bound (server/core/loops.py) when asked."""
+and a bound reply that loops ends at the loop bound (server/core/text/loops.py) when asked."""
 
 from __future__ import annotations
 

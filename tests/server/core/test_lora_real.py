@@ -16,9 +16,9 @@ import llama_cpp as llama
 import numpy as np
 import pytest
 
-from server.core.engine import EngineError
 from server.core.llama.engine import LlamaCppEngine
-from server.core.llama.model import LoadedModel
+from server.core.llama.loading.model import LoadedModel
+from server.core.scheduling.engine import EngineError
 from server.core.types import GenerationOutcome, GenerationRequest, SamplingParams, TokenEvent
 from server.process.load_settings import load_settings
 from server.settings.config import HearthSettings

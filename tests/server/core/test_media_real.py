@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from server.core.engine import EngineError
 from server.core.llama.engine import LlamaCppEngine
-from server.core.llama.media import stand_ins
+from server.core.llama.loading.media import stand_ins
+from server.core.scheduling.engine import EngineError
 from server.core.types import (
     MEDIA_MARKER,
     GenerationOutcome,

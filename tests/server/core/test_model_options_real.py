@@ -17,10 +17,10 @@ import llama_cpp as llama
 import numpy as np
 import pytest
 
-from server.core.engine import EngineError
-from server.core.llama.load_options import model_overrides
-from server.core.llama.model import LoadedModel, Vocabulary
+from server.core.llama.loading.load_options import model_overrides
+from server.core.llama.loading.model import LoadedModel, Vocabulary
 from server.core.load_settings import ModelOptions
+from server.core.scheduling.engine import EngineError
 from server.core.types import GenerationRequest
 from server.models.files import resolve_model_path
 from server.models.gguf import gguf_summary

@@ -1,4 +1,4 @@
-"""Which of the engine's progress reports reach a job's consumer (server/core/job.py
+"""Which of the engine's progress reports reach a job's consumer (server/core/scheduling/job.py
 `Job.report_progress`, llama-server's `return_progress`): only when asked, only while the
 prompt is read, each one further than the last; and through the scheduler from a scripted
 engine that reads its prompt in chunks."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from server.core.job import Job
-from server.core.scheduler import Scheduler
+from server.core.scheduling.job import Job
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import EngineReport, GenerationRequest, Progress, TokenEvent
 from tests.support.scripted_engine import ScriptedEngine
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from server.core.prompt_cache import PromptCache, PromptCacheStats, SavedState, common_prefix
+from server.core.caching.prompt_cache import (
+    PromptCache,
+    PromptCacheStats,
+    SavedState,
+    common_prefix,
+)
 
 
 def state(*tokens: int, size: int = 100) -> SavedState:

@@ -1,5 +1,5 @@
-"""DiskStates on its own (server/core/prompt_disk.py): saved states survive a new instance (a
-restart), are found by token prefix, stay within their byte bound, and a damaged, foreign or
+"""DiskStates on its own (server/core/caching/prompt_disk.py): saved states survive a new instance
+(a restart), are found by token prefix, stay within their byte bound, and a damaged, foreign or
 half-written file is never returned. No model: the payloads are plain bytes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from server.core.prompt_disk import SUFFIX, TEMP_PREFIX, TEMP_SUFFIX, DiskEntry, DiskStates
+from server.core.caching.prompt_disk import SUFFIX, TEMP_PREFIX, TEMP_SUFFIX, DiskEntry, DiskStates
 
 FINGERPRINT = "model=abc123;build=b1;kv=f16x4096;swa=full;rope=1e4"
 REPO = Path(__file__).resolve().parents[3]
@@ -247,7 +247,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from tests.server.core.test_prompt_disk import FINGERPRINT, write_many
-from server.core.prompt_disk import DiskStates
+from server.core.caching.prompt_disk import DiskStates
 disk = DiskStates(Path(sys.argv[1]), FINGERPRINT, max_bytes=int(sys.argv[2]))
 write_many(disk, 1, writer=2)
 print("started", flush=True)
@@ -341,7 +341,7 @@ def test_an_interrupted_writers_old_temporary_file_is_removed(tmp_path: Path) ->
 def test_states_saved_under_another_kv_layout_are_never_restored() -> None:
     """The disk store's fingerprint names the KV layout: a state saved with a q8_0 cache,
     another RoPE base or a metadata override is another layout (issue 27's options)."""
-    from server.core.llama.slots import kv_layout
+    from server.core.llama.sequences.slots import kv_layout
     from server.core.load_settings import LoadSettings, ModelOptions
 
     plain = kv_layout(4096, LoadSettings())

@@ -1,4 +1,4 @@
-"""The thought split from the answer while text streams (server/core/reasoning.py): tags cut at
+"""The thought split from the answer while text streams (server/core/text/reasoning.py): tags cut at
 every place, a thought the template opened, one left open, harmony channels."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.core.reasoning import (
+from server.core.text.reasoning import (
     HARMONY,
     HarmonySplitter,
     Piece,

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from server.core.job import JobState
-from server.core.scheduler import QueueFullError, Scheduler, waiting_places
+from server.core.scheduling.job import JobState
+from server.core.scheduling.scheduler import QueueFullError, Scheduler, waiting_places
 from server.core.types import FinishReason, GenerationRequest, SamplingParams
 from tests.support.scripted_engine import ScriptedEngine
 

@@ -1,6 +1,6 @@
-"""The n-gram drafters of speculative decoding and their pacer (server/core/llama/speculation.py),
-without a model: against brute-force versions of their rules (llama.cpp's, with the
-differences speculation.py names), on random texts."""
+"""The n-gram drafters of speculative decoding and their pacer
+(server/core/llama/speculation/speculation.py), without a model: against brute-force versions of
+their rules (llama.cpp's, with the differences speculation.py names), on random texts."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from server.core.llama.sequence import joined_text
-from server.core.llama.speculation import (
+from server.core.llama.sequences.sequence import joined_text
+from server.core.llama.speculation.speculation import (
     Drafter,
     DraftPacer,
     NgramMod,

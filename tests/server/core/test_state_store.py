@@ -1,13 +1,13 @@
-"""The prompt cache's two places (server/core/state_store.py): memory first, the disk when it
-holds a longer match, private states never written; and owners kept apart in memory."""
+"""The prompt cache's two places (server/core/caching/state_store.py): memory first, the disk when
+it holds a longer match, private states never written; and owners kept apart in memory."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from server.core.prompt_cache import PromptCache, SavedState
-from server.core.prompt_disk import DiskStates
-from server.core.state_store import StateStore
+from server.core.caching.prompt_cache import PromptCache, SavedState
+from server.core.caching.prompt_disk import DiskStates
+from server.core.caching.state_store import StateStore
 
 MIB = 1 << 20
 

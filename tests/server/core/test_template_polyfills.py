@@ -1,11 +1,12 @@
 """Tool calls and results a chat template does not show, written in for it
-(server/core/template_polyfills.py): the model sees its own calls in the format it is taught."""
+(server/core/templates/template_polyfills.py): the model sees its own calls in the format it is
+taught."""
 
 from __future__ import annotations
 
 import json
 
-from server.core.chat import ChatMessage, ChatTemplate, ToolCall
+from server.core.templates.chat import ChatMessage, ChatTemplate, ToolCall
 
 # SmolLM2-135M-Instruct's own template (ChatML that renders `content` alone).
 CHATML = (

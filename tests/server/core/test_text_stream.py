@@ -1,4 +1,9 @@
-from server.core.text_stream import StopMatch, StopStringFilter, TokenTextPipeline, Utf8Assembler
+from server.core.text.text_stream import (
+    StopMatch,
+    StopStringFilter,
+    TokenTextPipeline,
+    Utf8Assembler,
+)
 
 
 def test_utf8_assembler_never_splits_a_character() -> None:

@@ -1,9 +1,9 @@
-"""The thinking budget's bookkeeping (server/core/llama/thinking.py): where a thought opens and
-closes in a stream of token pieces, when its end tag is due, and what holds it back."""
+"""The thinking budget's bookkeeping (server/core/llama/sequences/thinking.py): where a thought
+opens and closes in a stream of token pieces, when its end tag is due, and what holds it back."""
 
 from __future__ import annotations
 
-from server.core.llama.thinking import ThoughtBudget
+from server.core.llama.sequences.thinking import ThoughtBudget
 from server.core.types import GenerationRequest
 
 CLOSE = [901, 902]  # "</think>" as two tokens

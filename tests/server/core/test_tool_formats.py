@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.core.chat import ChatMessage, ChatTemplate, ToolSpec
-from server.core.reasoning import HarmonySplitter, PieceKind
-from server.core.tool_formats import ToolFormat, detect_tool_format
-from server.core.tool_formats_harmony import HarmonyParser
-from server.core.tool_formats_live import LiveTools
-from server.core.tool_stream import (
+from server.core.templates.chat import ChatMessage, ChatTemplate, ToolSpec
+from server.core.templates.tool_formats import ToolFormat, detect_tool_format
+from server.core.text.reasoning import HarmonySplitter, PieceKind
+from server.core.tool_calls.tool_formats_harmony import HarmonyParser
+from server.core.tool_calls.tool_formats_live import LiveTools
+from server.core.tool_calls.tool_stream import (
     ChatStreamEvent,
     TextDelta,
     ToolArgumentsDelta,

@@ -1,5 +1,5 @@
-"""A grammar-bound tool call read while it streams (server/core/tool_formats_bound.py), a cut
-call closed where it stops, and the loop bound (server/core/loops.py)."""
+"""A grammar-bound tool call read while it streams (server/core/tool_calls/tool_formats_bound.py), a
+cut call closed where it stops, and the loop bound (server/core/text/loops.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from server.core.loops import LoopWatch, ends_in_loop
-from server.core.tool_formats_bound import BoundCallParser, closed_json
-from server.core.tool_stream import (
+from server.core.text.loops import LoopWatch, ends_in_loop
+from server.core.tool_calls.tool_formats_bound import BoundCallParser, closed_json
+from server.core.tool_calls.tool_stream import (
     ChatStreamEvent,
     TextDelta,
     ToolArgumentsDelta,

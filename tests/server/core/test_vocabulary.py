@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from server.core.llama.card import ModelCard
-from server.core.llama.model import Vocabulary
+from server.core.llama.loading.model import Vocabulary
 from server.core.types import GenerationRequest
 from server.models.files import resolve_model_path
 from tests.support.servers import RunningServer

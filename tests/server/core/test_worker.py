@@ -1,4 +1,4 @@
-"""The batching worker (server/core/worker.py) with a scripted engine of several slots:
+"""The batching worker (server/core/scheduling/worker.py) with a scripted engine of several slots:
 requests join free slots between steps, one that must run alone waits for the batch to drain
 (and later arrivals wait behind it), and a model-only job never generates."""
 
@@ -9,7 +9,7 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 
-from server.core.scheduler import Scheduler
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import (
     EngineReport,
     FinishReason,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from server.core.engine import EngineError
-from server.core.llama.devices import choose_devices, layers_per_device, plan_placement
-from server.core.llama.ggml_devices import ggml_devices
+from server.core.llama.loading.devices import choose_devices, layers_per_device, plan_placement
+from server.core.llama.loading.ggml_devices import ggml_devices
+from server.core.scheduling.engine import EngineError
 from server.devices.vulkan import vulkan_devices
 from server.models.gguf import gguf_summary
 from server.models.memory import HEADROOM_BYTES, MIB, auto_gpu_layers, estimate_memory
@@ -123,7 +123,7 @@ def test_layers_per_device_follow_llama_cpps_split_rule(
 def test_auto_leaves_room_for_the_projector_and_the_draft_model(
     bundled: Path, tmp_path: Path
 ) -> None:
-    from server.core.llama.devices import room_beside
+    from server.core.llama.loading.devices import room_beside
     from server.models.memory import KvCacheLayout
     from tests.support.projector_gguf import write_projector
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.core.chat import ChatMessage, ToolCall
+from server.core.templates.chat import ChatMessage, ToolCall
 from server.dialects.anthropic.adapter import chat_messages as anthropic_turns
 from server.dialects.anthropic.schemas import AnthropicMessagesRequest
 from server.dialects.openai.adapter import responses_messages

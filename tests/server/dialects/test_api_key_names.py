@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from server.core.types import EngineReport, GenerationRequest
-from server.dialects.admin_live import ADMIN_TOKEN_ENV
+from server.dialects.routes.admin_live import ADMIN_TOKEN_ENV
 from server.settings.config import HearthSettings
 from tests.support.real_server import wait_for
 from tests.support.scripted_engine import ScriptedEngine

@@ -22,15 +22,15 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from server.dialects.api_keys import (
+from server.dialects.edge.api_keys import (
     KeyFileError,
     KeyRing,
     key_name,
     parse_key_file,
     reload_on_hangup,
 )
-from server.dialects.deps import key_required
-from server.dialects.errors import Dialect
+from server.dialects.edge.deps import key_required
+from server.dialects.edge.errors import Dialect
 from server.process.exit_codes import EXIT_USAGE
 from server.settings.config import HearthSettings
 from tests.support.error_shapes import assert_error_shape

@@ -19,8 +19,8 @@ import openai
 import pytest
 
 from app.model_info import describe_projector
-from server.dialects.errors import APIError, Dialect
-from server.dialects.media import check_media
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.media.media import check_media
 from tests.support.audio_projector_gguf import (
     media_tokens_per_sound,
     session_audio_projector,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from server.core.chat import ChatTemplate
+from server.core.templates.chat import ChatTemplate
 from tests.server.dialects.test_thinking_scripted import ANSWER, PIECES, PLAIN, THINKING, THOUGHT
 from tests.support.chat_page import open_page, reply_done, until
 from tests.support.scripted_engine import ScriptedEngine

@@ -1,10 +1,10 @@
-"""Reading a chat generation with tools offered (server/dialects/chat_reading.py): the answer
+"""Reading a chat generation with tools offered (server/dialects/chat/chat_reading.py): the answer
 streams as soon as the hidden tool decision says "no tool", a bound call streams as it is
 written, and a whole answer read back is the same as the stream's."""
 
 from __future__ import annotations
 
-from server.core.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallStart
+from server.core.tool_calls.tool_stream import TextDelta, ToolArgumentsDelta, ToolCallStart
 from server.core.types import (
     FinishReason,
     GenerationOutcome,
@@ -12,8 +12,8 @@ from server.core.types import (
     TokenEvent,
     ToolDecision,
 )
-from server.dialects.chat_reading import ChatEnd, ChatReader, read_answer
-from server.dialects.common import ChatPlan, TokenCollector
+from server.dialects.chat.chat_reading import ChatEnd, ChatReader, read_answer
+from server.dialects.chat.common import ChatPlan, TokenCollector
 
 SCHEMA = {"type": "object"}
 

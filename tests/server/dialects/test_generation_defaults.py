@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.dialects.generation_defaults import with_generation_defaults
+from server.dialects.edge.generation_defaults import with_generation_defaults
 from server.dialects.kobold.schemas import KoboldGenerateRequest, KoboldTokenCountRequest
 from server.dialects.llama.schemas import CompletionRequest
 from server.dialects.ollama.schemas import OllamaChatRequest

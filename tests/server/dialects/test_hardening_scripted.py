@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.core.chat import ChatTemplate
-from server.core.job import Job
+from server.core.scheduling.job import Job
+from server.core.templates.chat import ChatTemplate
 from server.process.console import RequestLog
 from server.settings.config import HearthSettings
 from tests.support.error_shapes import TEXT_ENDPOINTS, assert_error_shape
@@ -295,7 +295,7 @@ def test_a_client_that_stops_reading_is_dropped_and_others_are_served(
     server = serve_engine(engine, request_log=log, max_pending_events=64)
     port = int(server.base_url.rsplit(":", 1)[1])
     body = json.dumps({"prompt": "x", "max_length": 1_000_000}).encode()
-    caplog.set_level(logging.WARNING, logger="server.core.job")
+    caplog.set_level(logging.WARNING, logger="server.core.scheduling.job")
     with socket.socket() as slow:
         # A small receive window, and never a read: the server's buffers fill and stay full.
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

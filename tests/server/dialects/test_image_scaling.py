@@ -1,4 +1,4 @@
-"""Images too large to decode whole (server/dialects/image_scaling.py): a PNG decoded a strip
+"""Images too large to decode whole (server/dialects/media/image_scaling.py): a PNG decoded a strip
 of rows at a time gives exactly what decoding it whole and averaging gives, for every colour
 type and bit depth it takes; a baseline JPEG is decoded at a fraction of its size; and what
 cannot be scaled so is refused from its headers, before a pixel is decoded. The 20000 x 20000
@@ -17,9 +17,9 @@ import pytest
 from PIL import Image
 
 from server.core.types import MediaInput
-from server.dialects import image_scaling
-from server.dialects.errors import APIError, Dialect
-from server.dialects.media import check_media
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.media import image_scaling
+from server.dialects.media.media import check_media
 from tests.support import media_bytes as mb
 
 
@@ -68,9 +68,9 @@ def test_a_png_scaled_a_strip_at_a_time_equals_one_decoded_whole(
 SCALE_A_JPEG = """
 import io, resource, sys
 from PIL import Image
-from server.dialects.image_scaling import scaled_down
-from server.dialects.media import check_media
-from server.dialects.errors import Dialect
+from server.dialects.media.image_scaling import scaled_down
+from server.dialects.media.media import check_media
+from server.dialects.edge.errors import Dialect
 from tests.support.media_bytes import jpeg_bytes
 item = check_media(jpeg_bytes(20000, 20000), Dialect.OPENAI, expect="image")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.core.llama.model import Vocabulary
+from server.core.llama.loading.model import Vocabulary
 from server.core.types import InfillParts
 from tests.support.fim_gguf import BOS, FIM_IDS, write_fim_gguf
 

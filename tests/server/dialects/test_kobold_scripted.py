@@ -86,8 +86,8 @@ def test_keepalive_comments_while_waiting_in_line(serve_engine: Serve) -> None:
     ):
         events = list(iter_sse(response))
     occupant.join()
-    # Comment lines only (no blank line: server/dialects/streaming.py), so they come with the
-    # next event.
+    # Comment lines only (no blank line: server/dialects/streams/streaming.py), so they come with
+    # the next event.
     keepalives = [c for e in events for c in e.comments if "keep-alive" in c]
     assert keepalives, "a queued stream should receive keep-alive comments"
     assert events[-1].json()["finish_reason"] == "length"

@@ -12,7 +12,7 @@ import httpx
 import ollama
 import openai
 
-from server.core.chat import ChatTemplate
+from server.core.templates.chat import ChatTemplate
 from server.settings.config import HearthSettings
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer

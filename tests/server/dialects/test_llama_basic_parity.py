@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.dialects.errors import APIError, Dialect
-from server.dialects.model_choice import ModelChoice
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.pipeline.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
 from server.settings.cli import parse_command_line
 from server.settings.config import HearthSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import openai
 
-from server.dialects.errors import LLAMA_SERVER_PATHS
+from server.dialects.edge.errors import LLAMA_SERVER_PATHS
 from tests.support.servers import RunningServer
 
 

@@ -1,5 +1,5 @@
 """llama-server's `--media-path`: `file://` image URLs read from that folder and nowhere else
-(server/dialects/local_media.py), on the real model with a tiny projector, through the
+(server/dialects/media/local_media.py), on the real model with a tiny projector, through the
 official OpenAI client. Without the flag such a URL is refused (the session's `seeing` server).
 """
 

@@ -1,4 +1,4 @@
-"""Media checked at the edge (server/dialects/media.py): real files built byte by byte
+"""Media checked at the edge (server/dialects/media/media.py): real files built byte by byte
 (tests/support/media_bytes.py) are taken with their kind, type and size; bad ones (not base64,
 remote URLs, truncated, too many pixels, the wrong kind, unsupported formats, too many or too
 large) are a one-line 400 in the dialect's shape, naming the item's place; and no bytes at all,
@@ -15,9 +15,9 @@ from collections.abc import Callable
 import pytest
 
 from server.core.types import MediaInput
-from server.dialects import media
-from server.dialects.errors import APIError, Dialect
-from server.dialects.media import (
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.media import media
+from server.dialects.media.media import (
     MAX_MEDIA_PER_REQUEST,
     REMOTE_URL_MESSAGE,
     check_media,
@@ -209,7 +209,7 @@ def test_pngs_without_pixels_or_with_a_bad_header_are_refused() -> None:
 
 def test_a_large_png_without_its_image_data_is_refused_from_its_structure() -> None:
     """A few dozen bytes that claim 20000 x 20000: taken to be scaled down
-    (server/dialects/image_scaling.py) only once the file is whole; what cannot be scaled is
+    (server/dialects/media/image_scaling.py) only once the file is whole; what cannot be scaled is
     refused from its headers (tests/server/dialects/test_image_scaling.py)."""
     message = refusal(lambda: check_media(mb.png_header_only(20000, 20000), OPENAI, expect="image"))
     assert message == "The PNG has no image data (no IDAT chunk)"

@@ -1,5 +1,5 @@
 """Media the edge passed but the engine cannot read (llama.cpp refuses the bytes when the
-request starts: server/core/llama/media.py raises MediaError) is the client's fault: a
+request starts: server/core/llama/loading/media.py raises MediaError) is the client's fault: a
 non-streamed request gets a 400 in its dialect's shape, never a 500; a stream, whose headers
 are already sent, ends with the error in-band. Scripted engines that refuse every item stand
 in for llama.cpp, on the serial path (one slot) and the batching one (start_sequence)."""
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import httpx
 
-from server.core.engine import MediaError
-from server.core.scheduler import Scheduler
+from server.core.scheduling.engine import MediaError
+from server.core.scheduling.scheduler import Scheduler
 from server.core.types import (
     MEDIA_MARKER,
     EngineReport,

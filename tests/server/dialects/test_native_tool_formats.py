@@ -14,8 +14,8 @@ import httpx
 import openai
 import pytest
 
-from server.core.chat import ChatTemplate
-from server.core.tool_formats import ToolFormat
+from server.core.templates.chat import ChatTemplate
+from server.core.templates.tool_formats import ToolFormat
 from server.settings.cli import parse_command_line
 from server.settings.config import HearthSettings
 from tests.support.scripted_engine import ScriptedEngine

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from server.core.tool_formats import ToolFormat
+from server.core.templates.tool_formats import ToolFormat
 from tests.support.servers import RunningServer
 from tests.support.tool_templates import REPLIES, REPLY_TEXT, TEMPLATES, WEATHER_PARAMETERS
 

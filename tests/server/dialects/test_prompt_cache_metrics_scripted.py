@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 
-from server.core.prompt_cache import MIB, PromptCache, SavedState
+from server.core.caching.prompt_cache import MIB, PromptCache, SavedState
 from server.settings.config import HearthSettings
 from tests.support.metrics_reader import scrape
 from tests.support.scripted_engine import CachingScriptedEngine, ScriptedEngine

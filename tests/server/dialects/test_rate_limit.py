@@ -4,7 +4,7 @@ waits: a second generation within the limit is KoboldCpp's 503 in every dialect'
 Retry-After, and served once the clock has moved past it; GETs, token counts and embeddings
 are never limited; a key's limit does not depend on the address. The address the limit keys on
 behind a proxy (X-Forwarded-For from --trustedproxies only) is read by
-server/dialects/client_address.py, tested at the end (and through real nginx in
+server/dialects/edge/client_address.py, tested at the end (and through real nginx in
 tests/deploy/test_trusted_proxy.py)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from server.dialects.client_address import forwarded_client, trusted_networks
-from server.dialects.rate_limit import RateLimits
+from server.dialects.edge.client_address import forwarded_client, trusted_networks
+from server.dialects.edge.rate_limit import RateLimits
 from server.settings.config import HearthSettings
 from tests.support.error_shapes import TEXT_ENDPOINTS, assert_error_shape, dialect_of
 from tests.support.scripted_engine import ScriptedEngine

@@ -1,4 +1,4 @@
-"""Remote image URLs (--remoteimages, server/dialects/remote_media.py), fetched from a real
+"""Remote image URLs (--remoteimages, server/dialects/media/remote_media.py), fetched from a real
 local HTTP server the test runs: off by default (nothing fetched), an allowed host's image
 put in the body as a data: URI, and every rule of a fetch a 400 in the dialect's shape naming
 the item (host not allowed, a private address first or after a redirect, too many redirects,
@@ -22,17 +22,20 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from server.dialects import pinned_fetch, remote_media
 from server.dialects.anthropic.schemas import AnthropicMessagesRequest
-from server.dialects.errors import APIError, Dialect
-from server.dialects.media import REMOTE_URL_MESSAGE, media_from_url
-from server.dialects.openai.requests import OpenAIChatRequest, ResponsesRequest
-from server.dialects.remote_media import (
+from server.dialects.edge.errors import APIError, Dialect
+from server.dialects.media import pinned_fetch, remote_media
+from server.dialects.media.media import (
+    REMOTE_URL_MESSAGE,
+    media_from_url,
+)
+from server.dialects.media.remote_media import (
     fetch_remote_images,
     host_allowed,
     is_public_address,
     remote_images,
 )
+from server.dialects.openai.requests import OpenAIChatRequest, ResponsesRequest
 from server.settings.config import HearthSettings
 from tests.support import media_bytes as mb
 from tests.support.error_shapes import shape_problem

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.core.llama.model import Vocabulary
-from server.core.llama.rerank import has_rank_head, rerank_tokens
+from server.core.llama.embedding.rerank import has_rank_head, rerank_tokens
+from server.core.llama.loading.model import Vocabulary
 from tests.support.fim_gguf import BOS, EOS, SEP, write_fim_gguf
 from tests.support.gguf_files import write_tiny_gguf
 

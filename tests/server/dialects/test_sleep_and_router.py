@@ -18,10 +18,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from server.core.engine import Engine
-from server.core.engine_pool import EnginePool
+from server.core.scheduling.engine import Engine
+from server.core.scheduling.engine_pool import EnginePool
 from server.core.types import EngineReport, GenerationRequest
-from server.dialects.model_choice import ModelChoice
+from server.dialects.pipeline.model_choice import ModelChoice
 from server.models.catalog import ModelCatalog
 from server.settings.cli import parse_command_line
 from server.settings.config import HearthSettings

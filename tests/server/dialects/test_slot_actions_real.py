@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.dialects.slot_actions import SLOT_FILE_MAGIC
+from server.dialects.routes.slot_actions import SLOT_FILE_MAGIC
 from tests.support.logits import assert_agree, native
 from tests.support.servers import RunningServer
 

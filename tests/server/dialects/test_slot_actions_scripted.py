@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.dialects.slot_actions import check_file_name
+from server.dialects.routes.slot_actions import check_file_name
 from server.settings.config import HearthSettings
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer

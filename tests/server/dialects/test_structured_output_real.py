@@ -3,8 +3,8 @@ clients' own parsers: the OpenAI SDK's `chat.completions.parse()` and the Anthro
 `messages.parse()` (its `output_config.format`, which Hearth binds like every dialect's schema).
 
 The poem prompts carry line breaks, which the model copies into the JSON string: the grammar
-must make it write them escaped (server/core/llama/json_grammar.py), or the SDK's parser fails
-("control character found while parsing a string")."""
+must make it write them escaped (server/core/llama/sampling/json_grammar.py), or the SDK's parser
+fails ("control character found while parsing a string")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""What a request's thinking becomes (server/dialects/thinking.py): the budget from the request,
-its effort or the server, the template's switches, whether the reply is split; and a reply's
-thought tokens counted where their text went."""
+"""What a request's thinking becomes (server/dialects/chat/thinking.py): the budget from the
+request, its effort or the server, the template's switches, whether the reply is split; and a
+reply's thought tokens counted where their text went."""
 
 from __future__ import annotations
 
-from server.core.chat import ChatTemplate
-from server.core.reasoning import HARMONY, ThinkingSyntax
+from server.core.templates.chat import ChatTemplate
+from server.core.text.reasoning import HARMONY, ThinkingSyntax
 from server.core.types import TokenEvent
-from server.dialects.thinking import (
+from server.dialects.chat.thinking import (
     ServerThinking,
     ThinkingAsk,
     ThoughtReader,

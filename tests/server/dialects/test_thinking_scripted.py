@@ -16,7 +16,7 @@ import ollama
 import openai
 import pytest
 
-from server.core.chat import ChatTemplate
+from server.core.templates.chat import ChatTemplate
 from server.core.types import EngineReport, GenerationRequest, TokenEvent
 from server.settings.config import HearthSettings
 from tests.support.scripted_engine import ScriptedEngine

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.core.chat import ChatTemplate
+from server.core.templates.chat import ChatTemplate
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.servers import RunningServer
 from tests.support.stream_shapes import answer_problem, stream_problem

@@ -18,7 +18,7 @@ from tests.support.servers import ROOT, free_port
 PROBE = """
 import ctypes, sys
 import llama_cpp
-from server.core.llama.native import shared_library
+from server.core.llama.loading.native import shared_library
 rpc = ctypes.CDLL(str(shared_library("ggml-rpc")))
 memory = rpc.ggml_backend_rpc_get_device_memory
 memory.argtypes = [ctypes.c_char_p, ctypes.c_uint32] + [ctypes.POINTER(ctypes.c_size_t)] * 2

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from server.server_tools.builtin_files import READ_MAX_TEXT, EditFile, ReadFile, WriteFile
+from server.server_tools.builtin.builtin_files import READ_MAX_TEXT, EditFile, ReadFile, WriteFile
+from server.server_tools.builtin.text_edits import Edit, apply_edits
 from server.server_tools.registry import JsonObject, ToolCall, ToolError
-from server.server_tools.text_edits import Edit, apply_edits
 
 
 def read(params: JsonObject, cwd: Path | None = None, resp_type: str | None = None) -> JsonObject:

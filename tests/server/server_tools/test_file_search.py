@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.server_tools.file_search import GREP_MAX_MATCHES, FileGlobSearch, GrepSearch
-from server.server_tools.globs import path_glob_match
+from server.server_tools.builtin.file_search import GREP_MAX_MATCHES, FileGlobSearch, GrepSearch
+from server.server_tools.builtin.globs import path_glob_match
 from server.server_tools.registry import JsonObject, ToolCall, ToolError
 
 

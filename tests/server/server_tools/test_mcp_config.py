@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from server.server_tools.mcp_config import (
+from server.server_tools.mcp.mcp_config import (
     DEFAULT_TIMEOUT_MS,
     McpConfigError,
     McpServerConfig,

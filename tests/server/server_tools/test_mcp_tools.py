@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from server.server_tools.mcp_config import McpServerConfig
-from server.server_tools.mcp_tools import start_mcp_tools
+from server.server_tools.mcp.mcp_config import McpServerConfig
+from server.server_tools.mcp.mcp_tools import start_mcp_tools
 from server.server_tools.registry import JsonObject, ToolBox, ToolCall, ToolError
 from tests.support.mcp_servers import stdio_config
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from server.server_tools.builtin import BUILTIN_TOOL_NAMES, builtin_tools
-from server.server_tools.builtin_files import EditFile, ReadFile, WriteFile
-from server.server_tools.file_search import FileGlobSearch, GrepSearch
+from server.server_tools.builtin.builtin import BUILTIN_TOOL_NAMES, builtin_tools
+from server.server_tools.builtin.builtin_files import EditFile, ReadFile, WriteFile
+from server.server_tools.builtin.file_search import FileGlobSearch, GrepSearch
+from server.server_tools.builtin.shell import ExecShellCommand, GetInfo
 from server.server_tools.registry import ToolCall, ToolError, ToolRefused
-from server.server_tools.runtime_spawn import SpawnedContainer
-from server.server_tools.runtimes import ContainerSpec, check_runtime_spec, runtime_for
-from server.server_tools.shell import ExecShellCommand, GetInfo
+from server.server_tools.runtimes.runtime_spawn import SpawnedContainer
+from server.server_tools.runtimes.runtimes import ContainerSpec, check_runtime_spec, runtime_for
 
 FAKE_DOCKER = """#!/bin/sh
 # docker exec [-i] <id> cmd...: runs cmd here. docker run --rm -i --cidfile F <image> sh:

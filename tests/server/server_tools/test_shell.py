@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from server.server_tools.builtin.shell import ExecShellCommand, GetInfo
 from server.server_tools.registry import JsonObject, ToolCall, ToolError
-from server.server_tools.shell import ExecShellCommand, GetInfo
 
 WAIT_S = 10.0  # the most a test waits for an event before it fails
 

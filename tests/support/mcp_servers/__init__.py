@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from server.server_tools.mcp_config import DEFAULT_TIMEOUT_MS, McpServerConfig
+from server.server_tools.mcp.mcp_config import DEFAULT_TIMEOUT_MS, McpServerConfig
 
 STDIO_SERVER = Path(__file__).with_name("stdio_server.py")
 
