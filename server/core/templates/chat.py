@@ -123,7 +123,9 @@ class ChatTemplate:
         self._kwargs: dict[str, Any] = dict(kwargs or {})
         # The model's own tool-call format, parsed live (server/core/templates/tool_formats.py).
         self._tool_format = detect_tool_format(jinja_source)
-        self._template_shows: TemplateShows | None = None  # probed when first needed
+        # Probed when first needed, once for this template and every copy `with_kwargs` makes
+        # of it (one a request): a list the copies share.
+        self._template_shows: list[TemplateShows] = []
         if jinja_source:
             self._jinja = compile_template(jinja_source)
 
@@ -269,9 +271,10 @@ class ChatTemplate:
     def _shows(self) -> TemplateShows:
         """What the template shows of tool calls and results, probed once (a race only
         probes twice)."""
-        if self._template_shows is None:
-            self._template_shows = probe_template(lambda turns: self._render(turns, False, {}))
-        return self._template_shows
+        if not self._template_shows:
+            shows = probe_template(lambda turns: self._render(turns, False, {}))
+            self._template_shows.append(shows)
+        return self._template_shows[0]
 
 
 @dataclass(frozen=True, slots=True)

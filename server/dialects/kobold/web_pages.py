@@ -23,7 +23,12 @@ from html.parser import HTMLParser
 
 import httpx
 
-from server.dialects.media.pinned_fetch import AddressCheck, FetchRefused, fetch_pinned
+from server.dialects.media.pinned_fetch import (
+    AddressCheck,
+    FetchRefused,
+    fetch_pinned,
+    pinned_client,
+)
 
 PAGE_SECONDS = 10.0  # per page, redirects and all
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # read of one page; the rest is not waited for
@@ -48,15 +53,8 @@ async def _text(client: httpx.AsyncClient, url: str, address_allowed: AddressChe
 
 
 def _client() -> httpx.AsyncClient:
-    # Redirects followed by hand (each hop checked), no proxy from the environment (the
-    # address checked must be the one connected to), no connection kept between hosts.
-    return httpx.AsyncClient(
-        follow_redirects=False,
-        trust_env=False,
-        timeout=httpx.Timeout(PAGE_SECONDS),
-        limits=httpx.Limits(max_keepalive_connections=0),
-        headers={"User-Agent": "Mozilla/5.0 (compatible; Hearth web search)"},
-    )
+    agent = "Mozilla/5.0 (compatible; Hearth web search)"
+    return pinned_client(PAGE_SECONDS, {"User-Agent": agent})
 
 
 async def _fetch(

@@ -11,8 +11,7 @@ DNS rebinding: a name can resolve to a public address when checked and to 127.0.
 connection resolves it again a moment later. So it is resolved once, here, every address
 checked, and the request goes to one of those addresses, not to the name; the name still
 travels in the Host header and, for https, as the TLS server name, which the certificate is
-verified against. The client must not follow redirects nor take a proxy from the
-environment (the address checked must be the one connected to).
+verified against. `pinned_client` is the client that allows.
 """
 
 from __future__ import annotations
@@ -29,6 +28,19 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 T = TypeVar("T")
 AddressCheck = Callable[[str], bool]  # an address → whether it may be connected to
 HostRule = Callable[[str], str | None]  # a host name → why it may not be fetched, or None
+
+
+def pinned_client(seconds: float, headers: dict[str, str]) -> httpx.AsyncClient:
+    """The client `fetch_pinned` needs: no redirects followed by httpx (each hop is checked
+    here), no proxy from the environment (the address checked must be the one connected to),
+    and no connection kept for another request (each is opened to an address just checked)."""
+    return httpx.AsyncClient(
+        follow_redirects=False,
+        trust_env=False,
+        timeout=httpx.Timeout(seconds),
+        limits=httpx.Limits(max_keepalive_connections=0),
+        headers=headers,
+    )
 
 
 class FetchRefused(Exception):

@@ -32,7 +32,7 @@ import httpx
 
 from server.dialects.edge.errors import APIError, Dialect, ErrorKind
 from server.dialects.media.media import MAX_IMAGE_BYTES, check_media_count
-from server.dialects.media.pinned_fetch import FetchRefused, fetch_pinned
+from server.dialects.media.pinned_fetch import FetchRefused, fetch_pinned, pinned_client
 
 FETCH_SECONDS = 10.0  # per image, redirects and all
 MAX_REDIRECTS = 3
@@ -169,16 +169,7 @@ async def fetch_remote_images(
 
 
 def _client() -> httpx.AsyncClient:
-    # No redirects followed by httpx (each hop is checked here), no proxy from the
-    # environment (the address checked must be the one connected to), and no connection
-    # kept for another request: each is opened to an address just checked, for one host.
-    return httpx.AsyncClient(
-        follow_redirects=False,
-        trust_env=False,
-        timeout=httpx.Timeout(FETCH_SECONDS),
-        limits=httpx.Limits(max_keepalive_connections=0),
-        headers={"User-Agent": "Hearth", "Accept": "image/*"},
-    )
+    return pinned_client(FETCH_SECONDS, {"User-Agent": "Hearth", "Accept": "image/*"})
 
 
 async def _fetch(client: httpx.AsyncClient, item: RemoteImage, allowed: Sequence[str]) -> str:

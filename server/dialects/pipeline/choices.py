@@ -16,11 +16,11 @@ from fastapi.responses import JSONResponse, Response
 
 from server.core.scheduling.job import Job
 from server.core.scheduling.scheduler import Scheduler
-from server.core.types import EngineReport, Progress
-from server.dialects.chat.chat_reading import ChatEnd, ChatReader
+from server.core.types import EngineReport
+from server.dialects.chat.chat_reading import ChatReader
 from server.dialects.chat.common import ChatAnswer, ChatPlan
 from server.dialects.edge.deps import ModelInfo
-from server.dialects.pipeline.serving import submit_all, whole_answers
+from server.dialects.pipeline.serving import read_batch, submit_all, whole_answers
 from server.dialects.streams.resumable import resumable_names, retained
 from server.dialects.streams.streaming import KeepAliveClock
 from server.dialects.streams.wire import Burst, ChoicesFormat, Item
@@ -113,7 +113,8 @@ async def _choice_bursts(
                 if clock.keepalive_due():
                     yield wire.keepalive()
                 continue
-            burst = _read_choice(readers[index], wires[index], batch, answers, index)
+            burst, answer = read_batch(readers[index], wires[index], batch)
+            answers[index] = answer or answers[index]
             finished = [answer for answer in answers if answer is not None]
             if len(finished) == len(answers):
                 yield burst + wire.closing(finished)
@@ -126,25 +127,3 @@ async def _choice_bursts(
     finally:
         for task in [*pumps, *watchers]:  # a pump cancelled mid-stream cancels its job
             task.cancel()
-
-
-def _read_choice(
-    reader: ChatReader,
-    choice: ChoicesFormat[Item],
-    batch: list[EngineReport],
-    answers: list[ChatAnswer | None],
-    index: int,
-) -> Burst[Item]:
-    """One choice's batch of events as its wire's items; its answer noted once it ends."""
-    burst: Burst[Item] = []
-    for event in batch:
-        if isinstance(event, Progress):  # each choice reads its own prompt
-            burst += choice.progress(event)
-            continue
-        for item in reader.read(event):
-            if isinstance(item, ChatEnd):
-                answers[index] = item.answer
-                burst += choice.ending(item.answer)
-            else:
-                burst += choice.event(item)
-    return burst

@@ -153,7 +153,7 @@ async def _bursts(
         yield opening
     reader = ChatReader(plan)
     async for batch in scheduler.event_batches(job, idle_timeout=clock.look_every):
-        burst = [] if batch is None else read_batch(reader, wire, batch)
+        burst = [] if batch is None else read_batch(reader, wire, batch)[0]
         if burst:
             clock.wrote()
             yield burst
@@ -163,16 +163,21 @@ async def _bursts(
 
 def read_batch(
     reader: ChatReader, wire: WireFormat[Item], batch: list[EngineReport]
-) -> Burst[Item]:
-    """A batch of one job's events as what its wire sends."""
+) -> tuple[Burst[Item], ChatAnswer | None]:
+    """A batch of one job's events as what its wire sends, and the answer once it ends."""
     burst: Burst[Item] = []
+    answer = None
     for event in batch:
         if isinstance(event, Progress):  # only there when the request asked for them
             burst += wire.progress(event)
             continue
         for item in reader.read(event):
-            burst += wire.ending(item.answer) if isinstance(item, ChatEnd) else wire.event(item)
-    return burst
+            if isinstance(item, ChatEnd):
+                answer = item.answer
+                burst += wire.ending(answer)
+            else:
+                burst += wire.event(item)
+    return burst, answer
 
 
 async def _collect(scheduler: Scheduler, job: Job, into: TokenCollector) -> GenerationOutcome:

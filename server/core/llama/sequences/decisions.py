@@ -57,6 +57,8 @@ class Decisions:
     def relabel(self, events: Events, start_reply: StartReply) -> Events:
         """One step's events as the requests see them: a question's tokens kept back, its end
         turned into the decision (and the reply started), a reply's under its handle."""
+        if not self._questions and not self._handles:
+            return events  # no decision in flight: every step but a few
         seen: Events = []
         for owner, event in events:
             question = self._questions.get(owner)
