@@ -38,7 +38,7 @@ serve: install
 	$(BIN)/hearth --skiplauncher
 
 # Style, the layers (import-linter contracts in pyproject.toml) and the size limits.
-LINTED := server app tests bench packaging compat tools
+LINTED := hearth server app tests bench packaging compat tools
 lint: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)

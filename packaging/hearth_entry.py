@@ -2,7 +2,7 @@
 
 import sys
 
-from server.process.serve import main
+from hearth.__main__ import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,13 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from server.core.scheduling.engine import Engine
 from server.models.files import resolve_model_path
 from server.settings.config import HearthSettings
 from tests.support import instruct_model
+from tests.support.chat_page import SharedChromium, headless_chromium
 from tests.support.gguf_rename import renamed_copy
 from tests.support.hub_server import STORY_FILE, STORY_NAME, LocalHub, serve_hub
+from tests.support.lora_gguf import write_lora
+from tests.support.model_folder import make_model_folder
+from tests.support.projector_gguf import write_projector
 from tests.support.servers import (
     RunningServer,
     ask_to_stop,
@@ -165,3 +170,59 @@ def story_model(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path
     model for the hub tests, made once per session (a header rewrite and a copy: ~1 s)."""
     folder = tmp_path_factory.mktemp("story-model")
     return renamed_copy(bundled, folder / STORY_FILE, STORY_NAME)
+
+
+# -- used by the server's tests and the chat page's (tests/resources/chat) --
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedChromium]:
+    """One headless Chromium for the session (a start and quit per test cost ~0.8 s)."""
+    with headless_chromium(tmp_path_factory.mktemp("chromium") / "profile") as driver:
+        shared = SharedChromium(driver)
+        yield shared
+        shared.close()
+
+
+@pytest.fixture
+def browser(chromium: SharedChromium) -> Iterator[WebDriver]:
+    """A headless Chromium for the chat page tests: the session's, in a tab and browsing
+    context of this test's own (tests/support/chat_page.SharedChromium), as fresh as a new
+    profile."""
+    with chromium.fresh_tab() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def guarded(start_hearth: Callable[..., RunningServer]) -> RunningServer:
+    """A password (`pw`), one request at a time (`--multiuser 0`) and /metrics: the queue and
+    password tests, the chat page's password prompt and the metrics route's guard."""
+    return start_hearth(["--multiuser", "0", "--password", "pw", "--metrics"], for_the_session=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_projector(bundled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real (tiny, random) Gemma 3 vision projector for the bundled model (130 KiB,
+    tests/support/projector_gguf.py). Tests copy it where they need another name or folder."""
+    return write_projector(tmp_path_factory.mktemp("projector") / "tiny-mmproj.gguf", bundled)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
+    """A --modeldir with the bundled weights as `story-writer` and a broken file
+    (tests/support/model_folder.py), one per module."""
+    return make_model_folder(tmp_path_factory.mktemp("models"), bundled)
+
+
+@pytest.fixture(scope="session")
+def seeing(start_hearth: Callable[..., RunningServer], tiny_projector: Path) -> RunningServer:
+    """The bundled model with a tiny Gemma 3 projector of random weights (`--mmproj`,
+    tests/support/projector_gguf.py): the vision tests and the chat page's image tests."""
+    flags = ["--mmproj", str(tiny_projector), "--contextsize", "2048"]
+    return start_hearth(flags, for_the_session=True)
+
+
+@pytest.fixture(scope="session")
+def lora_adapter(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
+    """A real (tiny, random) LoRA adapter for the bundled model (tests/support/lora_gguf.py)."""
+    return write_lora(tmp_path_factory.mktemp("lora") / "adapter.gguf", bundled)

@@ -5,6 +5,10 @@ import os
 # KoboldCpp's default `--multiuser` (requests in flight), also what the legacy value 1 means.
 DEFAULT_MULTIUSER = 10
 
+# Tokens of context when --contextsize is not set: room for a long system prompt and a tool
+# list (Open WebUI's 36 tools take 6,600 tokens) with a conversation after it.
+DEFAULT_CONTEXT_SIZE = 12288
+
 # llama.cpp's n_batch (tokens per decode call) when --batchsize is not set.
 DEFAULT_BATCH = 512
 

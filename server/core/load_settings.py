@@ -14,6 +14,7 @@ from server.base.defaults import (
     DEFAULT_BATCH,
     DEFAULT_CACHE_DISK_MIB,
     DEFAULT_CACHE_RAM_MIB,
+    DEFAULT_CONTEXT_SIZE,
     default_thread_count,
 )
 
@@ -106,7 +107,10 @@ class MediaSettings:
 
 @dataclass(frozen=True)
 class LoadSettings:
-    contextsize: int = 4096
+    """Every default here must be what `HearthSettings`' default becomes (one default per
+    setting: tests/server/settings/test_one_default.py fails when two disagree)."""
+
+    contextsize: int = DEFAULT_CONTEXT_SIZE
     batch_size: int = DEFAULT_BATCH
     thread_count: int = field(default_factory=default_thread_count)
     parallelrequests: int = 1

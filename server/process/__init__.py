@@ -5,7 +5,8 @@ core's `LoadSettings` (`load_settings`), and the subcommands `hearth list-device
 (`list_devices`) and `hearth rpc-worker` (`rpc_worker`) with the parent that supervises a
 server using RPC workers (`rpc_supervisor`).
 
-May import: every other layer of `server`, and the launcher (`app.__main__`, only to open it
-for `--showgui`). Imported only by the entry points (`server/__main__.py`,
-`packaging/hearth_entry.py`) and tests: the launcher runs the server as a child process.
+May import: every other layer of `server`, never the launcher (the `hearth` command,
+hearth/__main__.py, hands `serve.main` the launcher to open). Imported only by the entry points
+(`server/__main__.py`, `hearth/__main__.py`) and tests: the launcher runs the server as a child
+process.
 """

@@ -92,8 +92,8 @@ def announce_start(
     announce_backend(settings, placement, gpu_backends)
     if settings.parallelrequests > 1:
         logger.info(
-            "Parallel requests: up to %d generated together (continuous batching); "
-            "requests with a grammar (tool calls, JSON formats) run alone.",
+            "Parallel requests: up to %d generated together (continuous batching), "
+            "grammar-bound ones (tool calls, JSON formats) included.",
             settings.parallelrequests,
         )
     if template is not None and template.uses_model_template:

@@ -5,6 +5,7 @@ so a broken one stops the start with a clear line instead of failing every reque
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TypeVar
@@ -70,6 +71,17 @@ def load_settings(
         ),
         pooling=settings.pooling,
     )
+
+
+def for_model(loading: LoadSettings, model: Path, projector: Path | None) -> LoadSettings:
+    """The load settings built once at start (`load_settings`), for one model file and its
+    projector (None: text only): nothing is read or compiled again."""
+    media = replace(
+        loading.media,
+        projector=None if projector is None else str(projector),
+        for_model=str(model),
+    )
+    return replace(loading, media=media)
 
 
 def model_options(settings: HearthSettings) -> ModelOptions:

@@ -1,8 +1,9 @@
 """What `hearth` runs: the command line, then the launcher, an RPC-supervised child, a
 subcommand, or the server itself (server/process/start.py).
 
-`main` is the entry point of `hearth`, `python -m server` (server/__main__.py) and the packaged
-binary (packaging/hearth_entry.py); `list-devices` and `rpc-worker` are subcommands of it.
+`main` is the server's entry point: `python -m server` (server/__main__.py), and under `hearth`
+(hearth/__main__.py, also the packaged binary), which hands it the launcher to open; this
+package never imports the launcher. `list-devices` and `rpc-worker` are subcommands of it.
 Each path imports only what it runs: the server's web stack and the model code cost over a
 second of CPU to import, which `hearth rpc-worker`, `--help` and a mistyped option never pay.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,10 +25,19 @@ from server.process.parent_watch import stop_when_launcher_leaves
 from server.process.rpc_supervisor import run_supervised, supervised
 from server.process.tls import TlsFileError, checked_tls_files
 from server.settings.cli import CommandLine, build_parser, parse_command_line
+from server.settings.config import HearthSettings
 from server.settings.kcpps import SettingsFileError
 
+# Opens the launcher, prefilled with the settings given (None: nothing was given).
+OpenLauncher = Callable[[HearthSettings | None], int]
 
-def main(argv: Sequence[str] | None = None) -> int:
+NO_LAUNCHER_MESSAGE = (
+    "hearth: no model and no settings file given; the launcher opens from `hearth` "
+    "(python -m hearth). To serve the bundled model here, add --skiplauncher.\n"
+)
+
+
+def main(argv: Sequence[str] | None = None, open_launcher: OpenLauncher | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["list-devices"]:  # llama-server's --list-devices, as a subcommand
         from server.process.list_devices import main as list_devices
@@ -49,11 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     settings = command_line.settings
     if wants_launcher(command_line):
-        # Imported here: a headless server never loads Qt.
-        from app.__main__ import run_launcher
-
-        given = command_line.model_or_config_given
-        return run_launcher(settings if given else None)
+        if open_launcher is None:
+            sys.stderr.write(NO_LAUNCHER_MESSAGE)
+            return EXIT_USAGE
+        return open_launcher(settings if command_line.model_or_config_given else None)
     if settings.rpc and not supervised():
         # llama.cpp aborts a process that loses an RPC worker: serve from a child, so that
         # this one can say which worker was lost.

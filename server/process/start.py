@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 from server.base.netcheck import port_in_use
+from server.core.load_settings import LoadSettings
 from server.core.scheduling.engine import Embedder, Engine, EngineError
 from server.core.scheduling.engine_pool import EnginePool
 from server.devices.backends import gpu_backends
@@ -27,7 +28,7 @@ from server.process.app import create_app
 from server.process.console import announce_start
 from server.process.exit_codes import EXIT_MODEL_FAILED, EXIT_USAGE
 from server.process.http_server import http_server, listening_sockets
-from server.process.load_settings import TemplateSettingError, load_settings, template_choice
+from server.process.load_settings import TemplateSettingError, for_model, load_settings
 from server.process.tls import TlsFiles
 from server.process.tool_setup import ToolSetupFailed, tool_box_for
 from server.server_tools.registry import ToolBox
@@ -125,7 +126,8 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
     from server.core.llama.embedding.embedder import Embedder as LlamaEmbedder
 
     try:
-        template_choice(settings)  # before any download or load: a bad one stops the start
+        # Built once, before any download or load: a bad chat template stops the start.
+        loading = load_settings(settings, projector=None)
         fetched = model_files_for(settings)
         model_path = fetched.model
         projector = start_projector(settings, fetched)
@@ -133,21 +135,16 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
     except (ModelFileError, TemplateSettingError) as exc:
         raise StartFailed(str(exc), EXIT_USAGE) from None
     try:
-        loading = load_settings(settings, model_path, projector)
-        engine: Engine = LlamaCppEngine.load(model_path, loading)
+        engine: Engine = LlamaCppEngine.load(model_path, for_model(loading, model_path, projector))
     except EngineError as exc:
         raise StartFailed(str(exc), EXIT_MODEL_FAILED) from None
     try:
-        embedder = (
-            None
-            if embeddings_path is None
-            else LlamaEmbedder.load(embeddings_path, load_settings(settings))
-        )
+        embedder = None if embeddings_path is None else LlamaEmbedder.load(embeddings_path, loading)
     except EngineError as exc:
         engine.close()
         raise StartFailed(f"--embeddingsmodel {exc}", EXIT_MODEL_FAILED) from None
     try:
-        return with_models(settings, model_path, engine, embedder, projector)
+        return with_models(settings, model_path, engine, embedder, projector, loading)
     except ModelFileError as exc:
         engine.close()
         if embedder is not None:
@@ -190,13 +187,17 @@ def with_models(
     engine: Engine,
     embedder: Embedder | None = None,
     projector: Path | None = None,
+    loading: LoadSettings | None = None,
 ) -> tuple[EnginePool, ModelChoice]:
     """The engine behind a pool that loads, switches and unloads models between jobs, and the
     API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
     there, each with the projector beside it, and every model downloaded into the Hugging Face
     cache. `embedder`: a separate embeddings model (--embeddingsmodel), which then serves every
-    embedding request; `projector`: the served model's (start_projector)."""
+    embedding request; `projector`: the served model's (start_projector); `loading`: the load
+    settings built at start (else built here, once)."""
     from server.core.llama import LlamaCppEngine
+
+    base = load_settings(settings, projector=None) if loading is None else loading
 
     if projector is None and settings.mmproj:
         projector = Path(settings.mmproj).expanduser()
@@ -217,7 +218,7 @@ def with_models(
             logger.info("Projector for %s: %s (%s)", entry.name, paired.path.name, paired.takes)
 
     def load(path: Path) -> Engine:
-        return LlamaCppEngine.load(path, load_settings(settings, path, catalog.projector_for(path)))
+        return LlamaCppEngine.load(path, for_model(base, path, catalog.projector_for(path)))
 
     pool = EnginePool(
         engine.model_name,
@@ -227,11 +228,11 @@ def with_models(
         settings.maxloadedmodels,
         embedder,
     )
-    return pool, _model_choice(settings, catalog, pool, engine, model_path)
+    return pool, _model_choice(base, catalog, pool, engine, model_path)
 
 
 def _model_choice(
-    settings: HearthSettings,
+    loading: LoadSettings,
     catalog: ModelCatalog,
     pool: EnginePool,
     engine: Engine,
@@ -241,12 +242,11 @@ def _model_choice(
     projector's (read from the header), the served model's from its loaded engine."""
     from server.core.llama.card import ModelCard
 
-    slots = max(1, settings.parallelrequests)
-    loading = load_settings(settings)
+    slots = max(1, loading.parallelrequests)
     choice = ModelChoice(
         catalog,
         lambda path: ModelCard.load(
-            path, settings.contextsize, slots, loading.template, loading.options
+            path, loading.contextsize, slots, loading.template, loading.options
         ),
         engine.context_size,  # what llama.cpp made of --contextsize
         on_added=pool.add,

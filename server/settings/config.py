@@ -14,12 +14,12 @@ from pydantic import ConfigDict, Field, field_validator
 
 from server.base.defaults import (
     DEFAULT_BATCH,
-    DEFAULT_CACHE_DISK_MIB,
-    DEFAULT_CACHE_RAM_MIB,
+    DEFAULT_CONTEXT_SIZE,
     DEFAULT_MULTIUSER,
     default_thread_count,
 )
 from server.base.netcheck import is_loopback
+from server.settings.cache_fields import PromptCacheFields
 from server.settings.lite_fields import LiteFields
 from server.settings.lora_fields import LoraFields
 from server.settings.media_fields import MediaFields
@@ -42,6 +42,7 @@ class HearthSettings(
     NetworkFields,
     ToolFields,
     LiteFields,
+    PromptCacheFields,
 ):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted. Groups
     of fields live in modules of their own, server/settings/*_fields.py (docs/ARCHITECTURE.md)."""
@@ -123,7 +124,9 @@ class HearthSettings(
     )
     port_param: int = Field(default=DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
     threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
-    contextsize: int = Field(default=12288, ge=256, le=262144, description="Context in tokens.")
+    contextsize: int = Field(
+        default=DEFAULT_CONTEXT_SIZE, ge=256, le=262144, description="Context in tokens."
+    )
     gpulayers: int = Field(
         default=-1, ge=-1, le=999, description="Layers to offload to a GPU (-1: as many as fit)."
     )
@@ -209,53 +212,6 @@ class HearthSettings(
     noshift: bool = Field(
         default=False,
         description="No ContextShift: recompute a trimmed long chat instead of shifting it.",
-    )
-    nofastforward: bool = Field(
-        default=False, description="Never reuse the KV cache of a shared prompt prefix."
-    )
-    # llama-server's --cache-ram (8192 MiB there); a .kcpps file without it: the default.
-    cacheram: int = Field(
-        default=DEFAULT_CACHE_RAM_MIB,
-        ge=0,
-        le=1 << 20,
-        description="MiB of memory for processed prompts kept after their slot moved on, so "
-        "a returning conversation is not read again (0: off).",
-    )
-    # KoboldCpp's SmartCache slot count. There 0 means off; here the cache is on by default
-    # (bounded by --cacheram) and a count only bounds it further.
-    smartcache: int = Field(
-        default=0,
-        ge=0,
-        le=4096,
-        description="At most this many prompts in the prompt cache (0: as many as --cacheram "
-        "holds).",
-    )
-    # Hearth's own (no anchor keeps prompts across restarts by itself): docs/SERVING.md.
-    cachedir: str | None = Field(
-        default=None,
-        description="Also keep cached prompts on disk in this folder, so conversations are "
-        "warm after a restart or a model switch.",
-    )
-    cachedisk: int = Field(
-        default=DEFAULT_CACHE_DISK_MIB,
-        ge=1,
-        le=1 << 24,
-        description="MiB the --cachedir folder may hold for each model (least recently used "
-        "files go first).",
-    )
-    # Hearth's own: on a server shared by people who must not learn anything of each other's
-    # prompts, not even by timing (docs/SERVING.md).
-    privatecache: bool = Field(
-        default=False,
-        description="Reuse a cached prompt only for requests with the same API key (or, "
-        "without one, from the same host).",
-    )
-    # llama-server's: where POST /slots/{id}?action=save|restore reads and writes; without
-    # it those actions are refused, as there.
-    slot_save_path: str | None = Field(
-        default=None,
-        description="Folder for llama-server's slot files (POST /slots/ID?action=save, "
-        "restore): a slot's processed prompt kept by name.",
     )
     jinja: bool = Field(
         default=False,

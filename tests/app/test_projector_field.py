@@ -33,12 +33,6 @@ RADEON = ListedDevice("Vulkan", 1, "AMD Radeon RX 7600", "discrete GPU", 7 * GIB
 
 
 @pytest.fixture(scope="module")
-def projector(bundled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real (tiny, random) Gemma 3 projector for the bundled model: 130 KiB."""
-    return write_projector(tmp_path_factory.mktemp("projector") / "mmproj.gguf", bundled)
-
-
-@pytest.fixture(scope="module")
 def big_projector(bundled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One large enough (about 9 MiB) for the estimate's MiB to show it."""
     folder = tmp_path_factory.mktemp("big-projector")
@@ -70,11 +64,11 @@ def saved(window: MainWindow, loaded: Path, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_koboldcpp_file_s_projector_shows_and_saves_back(
-    window: MainWindow, tmp_path: Path, projector: Path
+    window: MainWindow, tmp_path: Path, tiny_projector: Path
 ) -> None:
     written = {
         **json.loads((FIXTURES / "koboldcpp-saved.kcpps").read_text()),
-        "mmproj": str(projector),
+        "mmproj": str(tiny_projector),
         "mmprojcpu": True,
         "visionmintokens": 256,
         "visionmaxtokens": 1024,
@@ -86,7 +80,7 @@ def test_a_koboldcpp_file_s_projector_shows_and_saves_back(
         key: written[key] for key in PROJECTOR_KEYS
     }
     tab = window.loaded
-    assert tab.projector.text() == str(projector)
+    assert tab.projector.text() == str(tiny_projector)
     assert tab.projector_cpu.isChecked()
     assert (tab.vision_min_tokens.value(), tab.vision_max_tokens.value()) == (256, 1024)
     assert tab.projector_info.text().startswith("vision · gemma3 projector · ")
@@ -116,16 +110,16 @@ def test_a_file_setting_none_of_them_saves_back_unchanged(
 
 
 def test_edited_fields_reach_the_launched_server(
-    window: MainWindow, monkeypatch: pytest.MonkeyPatch, projector: Path
+    window: MainWindow, monkeypatch: pytest.MonkeyPatch, tiny_projector: Path
 ) -> None:
     tab = window.loaded
-    tab.projector.setText(f"  {projector} ")
+    tab.projector.setText(f"  {tiny_projector} ")
     assert tab.row_widget("mmprojcpu").isEnabled() and tab.vision_max_tokens.isEnabled()
     tab.projector_cpu.setChecked(True)
     tab.vision_min_tokens.setValue(64)
     tab.vision_max_tokens.setValue(512)
     served = launched_settings(window, monkeypatch)
-    assert (served.mmproj, served.mmprojcpu) == (str(projector), True)
+    assert (served.mmproj, served.mmprojcpu) == (str(tiny_projector), True)
     assert (served.visionmintokens, served.visionmaxtokens) == (64, 512)
 
 
@@ -133,15 +127,15 @@ def test_edited_fields_reach_the_launched_server(
 
 
 def test_the_model_s_facts_say_vision_for_a_real_projector(
-    qtbot: QtBot, bundled: Path, projector: Path
+    qtbot: QtBot, bundled: Path, tiny_projector: Path
 ) -> None:
     window = MainWindow(HearthSettings(model_param=str(bundled)))
     qtbot.addWidget(window)
     facts = window.quick.model_info
     assert "vision" not in facts.text()
     with qtbot.waitSignal(window.loaded.projector_changed) as changed:
-        window.loaded.projector.setText(str(projector))
-    assert changed.args == [projector, False]
+        window.loaded.projector.setText(str(tiny_projector))
+    assert changed.args == [tiny_projector, False]
     assert " · vision · " in facts.text().split("\n")[0]
     assert "audio" not in facts.text()
     note = window.loaded.projector_info
@@ -151,7 +145,7 @@ def test_the_model_s_facts_say_vision_for_a_real_projector(
         window.loaded.projector.setText("")
     assert "vision" not in facts.text()
     # A loaded file's projector shows at once too.
-    window.show_settings(HearthSettings(model_param=str(bundled), mmproj=str(projector)))
+    window.show_settings(HearthSettings(model_param=str(bundled), mmproj=str(tiny_projector)))
     assert " · vision · " in facts.text()
 
 
@@ -283,13 +277,13 @@ def test_auto_leaves_room_for_the_projector(
     assert tab.gpu_note.text().startswith(f"Auto: {estimate.all_layers} of ")
 
 
-def test_the_tab_alone_greys_what_needs_a_projector(qtbot: QtBot, projector: Path) -> None:
+def test_the_tab_alone_greys_what_needs_a_projector(qtbot: QtBot, tiny_projector: Path) -> None:
     tab = LoadedFilesTab()
     qtbot.addWidget(tab)
     tab.show()
     assert not tab.projector_info.isVisible()  # no empty row under the field
     assert not tab.projector_note.isVisible()  # every projector key is applied
     with qtbot.waitSignal(tab.projector_changed):
-        tab.projector.setText(str(projector))
+        tab.projector.setText(str(tiny_projector))
     assert tab.projector_info.isVisible()
     assert all(tab.row_widget(key).isEnabled() for key in PROJECTOR_KEYS[1:])

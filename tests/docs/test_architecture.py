@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md cannot drift from the tree: every package of `server/` and `app/` is
+"""docs/ARCHITECTURE.md cannot drift from the tree: every package of `hearth/`, `server/`, `app/` is
 named in it, and its layer table lists the server's layers in the order import-linter's
 contract puts them (the paths it names must exist: tests/docs/test_links.py)."""
 
@@ -14,6 +14,7 @@ PAGE = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
 
 def _packages() -> list[Path]:
     found = [
+        *ROOT.joinpath("hearth").rglob("__init__.py"),
         *ROOT.joinpath("server").rglob("__init__.py"),
         *ROOT.joinpath("app").rglob("__init__.py"),
     ]

@@ -126,7 +126,7 @@ def test_last_token_pooling_is_the_last_token_s_output_scaled(
 
 
 @pytest.fixture(scope="module")
-def vocabulary() -> Iterator[Vocabulary]:
+def bundled_vocabulary() -> Iterator[Vocabulary]:
     """The bundled model loaded in this process, on the CPU."""
     path = resolve_model_path(None)
     llama.llama_backend_init()
@@ -139,9 +139,9 @@ def vocabulary() -> Iterator[Vocabulary]:
 
 
 def embedded(
-    vocabulary: Vocabulary, pooling: str | None, texts: tuple[str, ...]
+    bundled_vocabulary: Vocabulary, pooling: str | None, texts: tuple[str, ...]
 ) -> EmbeddingsEvent:
-    embedder = Embedder.on_model(vocabulary, LoadSettings(pooling=pooling))
+    embedder = Embedder.on_model(bundled_vocabulary, LoadSettings(pooling=pooling))
     try:
         request = GenerationRequest("pooling", "", max_tokens=1, embed_inputs=texts)
         events = list(embedder.embed(request, threading.Event()))
@@ -152,11 +152,11 @@ def embedded(
 
 
 @pytest.mark.model
-def test_cls_pooling_is_the_first_token_s_output_scaled(vocabulary: Vocabulary) -> None:
+def test_cls_pooling_is_the_first_token_s_output_scaled(bundled_vocabulary: Vocabulary) -> None:
     texts = ("hello hello hello", TEXT)
-    first = embedded(vocabulary, "cls", texts)
-    raw = embedded(vocabulary, "none", texts)
-    mean = embedded(vocabulary, None, texts)
+    first = embedded(bundled_vocabulary, "cls", texts)
+    raw = embedded(bundled_vocabulary, "none", texts)
+    mean = embedded(bundled_vocabulary, None, texts)
     assert raw.vectors == () and raw.token_vectors is not None
     assert [len(tokens) for tokens in raw.token_vectors] == list(raw.token_counts)
     for index, tokens in enumerate(raw.token_vectors):

@@ -2,7 +2,7 @@
 baseline JPEG assembled marker by marker, GIF89a (LZW), BMP, WAV (the `wave` module), MP3
 frames (bare and after an ID3 tag), a FLAC of one frame, and the first bytes of formats Hearth
 refuses (WebP, HEIC, AVIF, TIFF, SVG, Ogg). llama.cpp's own decoder reads the images at the
-size their headers give (tests/server/dialects/test_media_checks.py checks it)."""
+size their headers give (tests/server/dialects/media/test_media_checks.py checks it)."""
 
 from __future__ import annotations
 

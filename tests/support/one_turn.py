@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -17,20 +18,17 @@ from tests.support.real_server import (
 from tests.support.servers import RunningServer
 from tests.support.sse import iter_sse
 
-HOLD = {
-    "prompt": "Hold:",
-    "max_length": 1000,
-    "grammar": 'root ::= "b" root',
-    "genkey": "HOLD-THE-ENGINE",
-}
+# Without a genkey: an abort without one, while others wait, reaches every running request
+# that has none, all at once (the worker lets nobody join until all of them have left).
+HOLD = {"prompt": "Hold:", "max_length": 1000, "grammar": 'root ::= "b" root'}
 
 
 def in_one_turn(
     server: RunningServer, requests: Sequence[tuple[int, Callable[[], Any]]]
 ) -> list[Any]:
     """Call each request (with how many jobs it queues: n for n choices) in a thread of its
-    own, one after another, while a grammar-bound request holds the engine; once all wait in
-    line, abort the hold, and return what each call returned, in order.
+    own, one after another, while holds fill every slot of the engine; once all wait in
+    line, abort the holds together, and return what each call returned, in order.
 
     The worker then admits them in arrival order into its free slots in one turn, so that
     requests sent this way share their decodes alike each time. Texts of batched requests
@@ -44,21 +42,26 @@ def in_one_turn(
     def all_waiting() -> bool:
         return int(perf(server)["queue"]) == queued
 
+    slots = int(httpx.get(f"{server.base_url}/props", timeout=30).json()["total_slots"])
     with (
-        ThreadPoolExecutor(len(requests)) as pool,  # left last: after a failure, the hold ends
+        ThreadPoolExecutor(len(requests)) as pool,  # left last: after a failure, the holds end
         httpx.Client(base_url=server.base_url, timeout=120) as client,
-        client.stream("POST", STREAM, json=HOLD) as held,
+        ExitStack() as holding,
     ):
-        events = iter_sse(held)
-        next(events)  # the hold is generating
+        holds = [iter_sse(holding.enter_context(client.stream("POST", STREAM, json=HOLD)))]
+        for _ in range(slots - 1):
+            holds.append(iter_sse(holding.enter_context(client.stream("POST", STREAM, json=HOLD))))
+        for events in holds:
+            next(events)  # each hold is generating
         answers = []
         for jobs, request in requests:
             answers.append(pool.submit(request))
             queued += jobs
             wait_for(all_waiting)
-        assert client.post("/api/extra/abort", json={"genkey": HOLD["genkey"]}).json() == {
+        assert client.post("/api/extra/abort", json={}).json() == {
             "success": "true",
             "done": "true",
         }
-        assert [event.json()["finish_reason"] for event in events if event.data][-1] == "abort"
+        for events in holds:
+            assert [event.json()["finish_reason"] for event in events if event.data][-1] == "abort"
         return [answer.result(timeout=300) for answer in answers]

@@ -53,15 +53,13 @@ def waiting_places(multiuser: int, parallel: int = 1) -> int:
 
 
 def unbatchable_reason(request: GenerationRequest) -> str | None:
-    """Why a request must run alone (KoboldCpp's list, for what Hearth supports)."""
+    """Why a request must run alone. KoboldCpp also runs grammar-bound requests alone; here
+    each sequence has its own sampler chain (its grammar included) and a tool decision is a
+    sequence of its own, so grammars, schemas and tool calls batch like any request."""
     if request.slot_action is not None:
         return "a slot action"  # a slot's state changes only while none generates
     if request.embed_inputs:
         return "embeddings"  # their own context, several inputs in one decode
-    if request.json_schema is not None:
-        return "grammar (tool call or JSON format)"
-    if request.grammar is not None:
-        return "grammar"
     return None
 
 
@@ -225,14 +223,15 @@ class RequestQueue:
     def abort_targets(self, genkey: str) -> list[Job]:
         """/api/extra/abort's jobs: with a genkey, only that user's request, running or
         waiting. Without one, KoboldCpp's rule: the running request(s) without a genkey, or
-        every running request when nobody waits. Counted as aborts."""
+        every running request when nobody waits. Counted as aborts, and marked cancelled here,
+        under the lock, so the worker sees all of one abort's jobs cancelled or none."""
         with self.lock:
             if genkey:
                 open_jobs = [*self.running, *self.waiting]
                 targets = [job for job in open_jobs if job.request.genkey == genkey][:1]
             else:
                 targets = [j for j in self.running if not j.request.genkey or not self.waiting]
-            self.counters.aborts += len(targets)
+            self._mark_cancelled(targets)
         return targets
 
     def request_targets(self, request_id: str) -> list[Job]:
@@ -240,8 +239,13 @@ class RequestQueue:
         with self.lock:
             open_jobs = [*self.running, *self.waiting]
             targets = [job for job in open_jobs if job.request.request_id == request_id]
-            self.counters.aborts += len(targets)
+            self._mark_cancelled(targets)
         return targets
+
+    def _mark_cancelled(self, targets: list[Job]) -> None:
+        self.counters.aborts += len(targets)
+        for job in targets:
+            job.cancelled.set()
 
     def text_for(self, genkey: str) -> str:
         """/api/extra/generate/check: a user's own text so far; never someone else's.

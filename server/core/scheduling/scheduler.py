@@ -1,9 +1,10 @@
 """KoboldCpp's request queue, done better: a fair order, and every place freed at once.
 
 One worker thread owns the engine. With `--parallelrequests N` (an engine with N slots) it runs
-up to N plain requests together, one engine `step()` at a time, admitting newcomers as slots
-free up (continuous batching); a request that cannot be batched (grammar-bound: tool calls,
-JSON formats) waits until the batch drains and then runs alone.
+up to N requests together, one engine `step()` at a time, admitting newcomers as slots free up
+(continuous batching); grammar-bound ones (tool calls, JSON formats) batch too, unlike
+KoboldCpp. A request that cannot be batched (a slot action, embeddings) waits until the batch
+drains and then runs alone.
 
 Requests from the event loop are admitted (or refused when the queue is full) synchronously by
 `submit`, so the refusal can still be a real HTTP 503 before any byte of a response goes out.

@@ -117,7 +117,7 @@ class Worker:
         """Admit into free slots, step the engine, deliver, repeat."""
         batch: Batch = {}
         while self._wait_for_turn(batch):
-            turn = self._take_turn(len(batch))
+            turn = self._take_turn(batch)
             if turn.switching is not None and not self._switch_model(turn):
                 continue
             if turn.alone is not None:
@@ -150,12 +150,17 @@ class Worker:
             self._models.unload_expired(needed)
         return True
 
-    def _take_turn(self, running: int) -> _Turn:
+    def _take_turn(self, batch: Batch) -> _Turn:
         """Take from the line what may start now, in its (fair) order: plain requests into the
         free slots; a job that needs the engine alone (or another model) only once nothing
-        runs, and whoever comes after it in the line waits behind it."""
-        queue, turn = self._queue, _Turn()
+        runs, and whoever comes after it in the line waits behind it. While a running job is
+        cancelled but not yet ended, nobody joins: its slot frees at the next step, and the
+        jobs of one abort (marked together, under the lock) all leave before any newcomer
+        starts, so those waiting behind them start together."""
+        queue, turn, running = self._queue, _Turn(), len(batch)
         with queue.lock:
+            if any(job.cancelled.is_set() for job in batch.values()):
+                return turn
             while queue.waiting and running + len(turn.joining) < queue.slots:
                 job = queue.waiting[0]
                 first = running == 0 and not turn.joining

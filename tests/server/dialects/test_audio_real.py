@@ -38,13 +38,13 @@ HISS = tone_wav(0, noise=0.8)  # one second of white noise
 
 
 @pytest.fixture(scope="module")
-def projector(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
+def audio_projector(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
     return session_audio_projector(tmp_path_factory, bundled)
 
 
 @pytest.fixture(scope="module")
-def hearing(start_hearth: StartHearth, projector: Path) -> RunningServer:
-    return start_hearth(["--mmproj", str(projector), "--contextsize", "2048"])
+def hearing(start_hearth: StartHearth, audio_projector: Path) -> RunningServer:
+    return start_hearth(["--mmproj", str(audio_projector), "--contextsize", "2048"])
 
 
 def b64(data: bytes) -> str:
@@ -107,14 +107,14 @@ def largest_move(one: dict[int, float], other: dict[int, float]) -> float:
 
 @pytest.mark.model
 def test_the_server_and_the_launcher_say_it_hears_and_does_not_see(
-    hearing: RunningServer, projector: Path
+    hearing: RunningServer, audio_projector: Path
 ) -> None:
     props = httpx.get(f"{hearing.base_url}/props", timeout=10).json()
     assert props["modalities"] == {"vision": False, "audio": True}
     capabilities = ollama.Client(host=hearing.base_url).show("any").capabilities or []
     assert "audio" in capabilities and "vision" not in capabilities
     # The launcher's line under its projector field, from the header alone.
-    facts = describe_projector(projector)
+    facts = describe_projector(audio_projector)
     assert facts.modalities == ("audio",) and not facts.problem
     assert facts.text.startswith("audio · ultravox projector · ")
 

@@ -28,7 +28,7 @@ HI = [{"role": "user", "content": "Hi"}]
 
 
 @pytest.fixture(scope="module")
-def server(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
+def override_server(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
     return start_hearth(
         [
             "--model",
@@ -43,46 +43,55 @@ def server(start_hearth: StartHearth, smollm2: Path) -> RunningServer:
     )
 
 
-def prompt_of(server: RunningServer, body: dict[str, object]) -> str:
-    answer = httpx.post(f"{server.base_url}/apply-template", json=body, timeout=30)
+def prompt_of(override_server: RunningServer, body: dict[str, object]) -> str:
+    answer = httpx.post(f"{override_server.base_url}/apply-template", json=body, timeout=30)
     assert answer.status_code == 200, answer.text
     prompt = answer.json()["prompt"]
     assert isinstance(prompt, str)
     return prompt
 
 
-def test_the_file_s_template_renders_with_the_server_s_variables(server: RunningServer) -> None:
-    assert prompt_of(server, {"messages": HI}) == (
+def test_the_file_s_template_renders_with_the_server_s_variables(
+    override_server: RunningServer,
+) -> None:
+    assert prompt_of(override_server, {"messages": HI}) == (
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n[NOTHINK HELLO]\n"
     )
     asked = {"messages": HI, "chat_template_kwargs": {"enable_thinking": True, "greeting": "YO"}}
-    assert prompt_of(server, asked).endswith("assistant\n[THINK YO]\n")  # the request's win
+    assert prompt_of(override_server, asked).endswith(
+        "assistant\n[THINK YO]\n"
+    )  # the request's win
 
 
-def test_generation_reads_the_prompt_the_template_made(server: RunningServer) -> None:
-    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+def test_generation_reads_the_prompt_the_template_made(override_server: RunningServer) -> None:
+    client = openai.OpenAI(
+        base_url=f"{override_server.base_url}/v1", api_key="unused", max_retries=0
+    )
     chat = client.chat.completions.create(model="any", messages=HI, max_tokens=2)  # type: ignore[arg-type]
     counted = httpx.post(
-        f"{server.base_url}/tokenize", json={"content": prompt_of(server, {"messages": HI})}
+        f"{override_server.base_url}/tokenize",
+        json={"content": prompt_of(override_server, {"messages": HI})},
     ).json()["tokens"]
     assert chat.usage is not None and chat.usage.prompt_tokens == len(counted)
 
 
-def test_the_console_and_props_say_which_template_is_in_use(server: RunningServer) -> None:
-    line = server.wait_for_output("Chat template:")
+def test_the_console_and_props_say_which_template_is_in_use(override_server: RunningServer) -> None:
+    line = override_server.wait_for_output("Chat template:")
     assert f"Chat template: the file {MARKED} (Jinja), for every chat API" in line
     assert 'greeting="HELLO"' in line
     assert "enable_thinking=false" in line
-    props = httpx.get(f"{server.base_url}/props").json()
+    props = httpx.get(f"{override_server.base_url}/props").json()
     assert props["chat_template"] == MARKED.read_text()
     assert props["chat_template_source"] == f"the file {MARKED}"
 
 
 def test_a_failing_template_is_a_400_naming_its_error_in_every_dialect(
-    server: RunningServer,
+    override_server: RunningServer,
 ) -> None:
     refuse = [{"role": "user", "content": "refuse me"}]
-    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+    client = openai.OpenAI(
+        base_url=f"{override_server.base_url}/v1", api_key="unused", max_retries=0
+    )
     with pytest.raises(openai.BadRequestError, match="this template refuses: refuse me"):
         client.chat.completions.create(model="any", messages=refuse, max_tokens=2)  # type: ignore[arg-type]
     with pytest.raises(openai.BadRequestError, match=r"failed: unsupported operand") as failed:
@@ -100,11 +109,13 @@ def test_a_failing_template_is_a_400_naming_its_error_in_every_dialect(
             max_tokens=2,
             stream=True,
         )
-    claude = anthropic.Anthropic(base_url=server.base_url, api_key="unused", max_retries=0)
+    claude = anthropic.Anthropic(base_url=override_server.base_url, api_key="unused", max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match="this template refuses"):
         claude.messages.create(model="any", max_tokens=2, messages=refuse)  # type: ignore[arg-type]
     with pytest.raises(ollama.ResponseError, match="this template refuses") as refused:
-        ollama.Client(host=server.base_url).chat(model="any", messages=refuse, stream=False)
+        ollama.Client(host=override_server.base_url).chat(
+            model="any", messages=refuse, stream=False
+        )
     assert refused.value.status_code == 400
 
 

@@ -35,12 +35,12 @@ GREEDY = 0.0
 
 
 @pytest.fixture(scope="module")
-def oai(hearth: RunningServer) -> openai.OpenAI:
+def hearth_oai(hearth: RunningServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{hearth.base_url}/v1", api_key="unused", max_retries=0)
 
 
 @pytest.fixture(scope="module")
-def claude(hearth: RunningServer) -> anthropic.Anthropic:
+def hearth_claude(hearth: RunningServer) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=hearth.base_url, api_key="unused", max_retries=0)
 
 
@@ -64,12 +64,12 @@ def wait_idle(server: RunningServer, timeout: float = 1.0) -> float:
 # -- OpenAI ----------------------------------------------------------------------------------
 
 
-def test_openai_completions_plain_and_streamed(oai: openai.OpenAI) -> None:
+def test_openai_completions_plain_and_streamed(hearth_oai: openai.OpenAI) -> None:
     # A first run puts the prompt in the cache, so the two compared meet the same cache state
     # (a first run cuts the prompt into decode calls otherwise, which moves the logits: how
     # far depends on the CPU, and a near-tied greedy token may flip).
-    oai.completions.create(model="any", prompt="Once upon a time", max_tokens=1)
-    plain = oai.completions.create(
+    hearth_oai.completions.create(model="any", prompt="Once upon a time", max_tokens=1)
+    plain = hearth_oai.completions.create(
         model="any", prompt="Once upon a time", max_tokens=8, temperature=GREEDY
     )
     choice = plain.choices[0]
@@ -77,7 +77,7 @@ def test_openai_completions_plain_and_streamed(oai: openai.OpenAI) -> None:
     assert plain.usage is not None and 0 < plain.usage.completion_tokens <= 8
     assert (choice.finish_reason == "length") == (plain.usage.completion_tokens == 8)
 
-    stream = oai.completions.create(
+    stream = hearth_oai.completions.create(
         model="any",
         prompt="Once upon a time",
         max_tokens=8,
@@ -91,34 +91,34 @@ def test_openai_completions_plain_and_streamed(oai: openai.OpenAI) -> None:
     assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
 
 
-def test_openai_completions_default_is_16_tokens(oai: openai.OpenAI) -> None:
-    result = oai.completions.create(model="any", prompt="The list: 1, 2, 3,")
+def test_openai_completions_default_is_16_tokens(hearth_oai: openai.OpenAI) -> None:
+    result = hearth_oai.completions.create(model="any", prompt="The list: 1, 2, 3,")
     assert result.usage is not None and result.usage.completion_tokens <= 16
 
 
-def test_openai_stop_sequence(oai: openai.OpenAI) -> None:
+def test_openai_stop_sequence(hearth_oai: openai.OpenAI) -> None:
     messages: list[Any] = [{"role": "user", "content": "Write a sentence about cats."}]
     # The prompt into the cache first: the free and the stopped run then meet the same cache
     # state, and so give the same tokens up to the stop string on any CPU.
-    oai.chat.completions.create(model="any", messages=messages, max_tokens=1)
-    free = oai.chat.completions.create(
+    hearth_oai.chat.completions.create(model="any", messages=messages, max_tokens=1)
+    free = hearth_oai.chat.completions.create(
         model="any", messages=messages, max_tokens=20, temperature=GREEDY
     )
     stop, expected = stop_inside(free.choices[0].message.content or "")
-    stopped = oai.chat.completions.create(
+    stopped = hearth_oai.chat.completions.create(
         model="any", messages=messages, max_tokens=20, temperature=GREEDY, stop=[stop]
     )
     assert stopped.choices[0].message.content == expected
     assert stopped.choices[0].finish_reason == "stop"
 
 
-def test_openai_chat_streams_with_usage_and_the_stream_helper(oai: openai.OpenAI) -> None:
+def test_openai_chat_streams_with_usage_and_the_stream_helper(hearth_oai: openai.OpenAI) -> None:
     messages: list[Any] = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Name a colour."},
     ]
     chunks = list(
-        oai.chat.completions.create(
+        hearth_oai.chat.completions.create(
             model="any",
             messages=messages,
             max_tokens=12,
@@ -136,7 +136,7 @@ def test_openai_chat_streams_with_usage_and_the_stream_helper(oai: openai.OpenAI
     assert text and len(finishes) == 1
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
-    with oai.chat.completions.stream(
+    with hearth_oai.chat.completions.stream(
         model="any", messages=messages, max_tokens=40, temperature=GREEDY, stop=["\n", "."]
     ) as stream:
         deltas = [e.delta for e in stream if e.type == "content.delta"]
@@ -145,9 +145,9 @@ def test_openai_chat_streams_with_usage_and_the_stream_helper(oai: openai.OpenAI
     assert final.choices[0].finish_reason == "stop"
 
 
-def test_openai_chat_tool_call_plain_and_streamed(oai: openai.OpenAI) -> None:
+def test_openai_chat_tool_call_plain_and_streamed(hearth_oai: openai.OpenAI) -> None:
     messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
-    plain = oai.chat.completions.create(
+    plain = hearth_oai.chat.completions.create(
         model="any", messages=messages, tools=OPENAI_TOOLS, tool_choice="required", max_tokens=60
     )
     choice = plain.choices[0]
@@ -156,7 +156,7 @@ def test_openai_chat_tool_call_plain_and_streamed(oai: openai.OpenAI) -> None:
     assert call.type == "function" and call.function.name == "get_weather"
     assert isinstance(json.loads(call.function.arguments)["city"], str)
 
-    with oai.chat.completions.stream(
+    with hearth_oai.chat.completions.stream(
         model="any", messages=messages, tools=OPENAI_TOOLS, tool_choice="required", max_tokens=60
     ) as stream:
         for _ in stream:
@@ -171,8 +171,8 @@ def test_openai_chat_tool_call_plain_and_streamed(oai: openai.OpenAI) -> None:
     assert "city" in json.loads(streamed.message.tool_calls[0].function.arguments)
 
 
-def test_openai_responses_plain_streamed_and_cut_off(oai: openai.OpenAI) -> None:
-    plain = oai.responses.create(
+def test_openai_responses_plain_streamed_and_cut_off(hearth_oai: openai.OpenAI) -> None:
+    plain = hearth_oai.responses.create(
         model="any", input="Say hello.", max_output_tokens=6, instructions="Be friendly."
     )
     assert plain.output_text and plain.usage is not None
@@ -182,7 +182,9 @@ def test_openai_responses_plain_streamed_and_cut_off(oai: openai.OpenAI) -> None
         assert plain.incomplete_details is not None
         assert plain.incomplete_details.reason == "max_output_tokens"
 
-    with oai.responses.stream(model="any", input="Say hello.", max_output_tokens=6) as stream:
+    with hearth_oai.responses.stream(
+        model="any", input="Say hello.", max_output_tokens=6
+    ) as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
@@ -190,7 +192,7 @@ def test_openai_responses_plain_streamed_and_cut_off(oai: openai.OpenAI) -> None
     assert final.output_text and final.usage is not None
 
 
-def test_openai_responses_tool_call(oai: openai.OpenAI) -> None:
+def test_openai_responses_tool_call(hearth_oai: openai.OpenAI) -> None:
     tools: list[Any] = [
         {
             "type": "function",
@@ -199,7 +201,7 @@ def test_openai_responses_tool_call(oai: openai.OpenAI) -> None:
             "parameters": WEATHER_SCHEMA,
         }
     ]
-    with oai.responses.stream(
+    with hearth_oai.responses.stream(
         model="any", input=ASK_WEATHER, tools=tools, tool_choice="required", max_output_tokens=60
     ) as stream:
         kinds = [event.type for event in stream]
@@ -210,9 +212,11 @@ def test_openai_responses_tool_call(oai: openai.OpenAI) -> None:
     assert "city" in json.loads(call.arguments)
 
 
-def test_openai_disconnect_frees_the_server(oai: openai.OpenAI, hearth: RunningServer) -> None:
+def test_openai_disconnect_frees_the_server(
+    hearth_oai: openai.OpenAI, hearth: RunningServer
+) -> None:
     soon = tokens_time(hearth)
-    stream = oai.chat.completions.create(
+    stream = hearth_oai.chat.completions.create(
         model="any",
         messages=[{"role": "user", "content": "Tell a long story."}],
         max_tokens=400,
@@ -225,24 +229,24 @@ def test_openai_disconnect_frees_the_server(oai: openai.OpenAI, hearth: RunningS
     wait_idle(hearth, timeout=soon)  # long before its 400 tokens
 
 
-def test_openai_model_list(oai: openai.OpenAI) -> None:
-    assert [m.id for m in oai.models.list()] == ["gemma-3-270m-q4_k_m"]
+def test_openai_model_list(hearth_oai: openai.OpenAI) -> None:
+    assert [m.id for m in hearth_oai.models.list()] == ["gemma-3-270m-q4_k_m"]
 
 
 # -- Anthropic -------------------------------------------------------------------------------
 
 
-def test_anthropic_messages_plain_streamed_and_stopped(claude: anthropic.Anthropic) -> None:
+def test_anthropic_messages_plain_streamed_and_stopped(hearth_claude: anthropic.Anthropic) -> None:
     messages: list[Any] = [
         {"role": "user", "content": [{"type": "text", "text": "Write a sentence about dogs."}]}
     ]
     # The prompt into the cache first: the plain, streamed and stopped runs compared below
     # then meet the same cache state (a first run is decoded in other pieces, and a near-tied
     # greedy token may come out otherwise on another CPU).
-    claude.messages.create(
+    hearth_claude.messages.create(
         model="any", max_tokens=1, messages=messages, system="You write plainly."
     )
-    plain = claude.messages.create(
+    plain = hearth_claude.messages.create(
         model="any",
         max_tokens=20,
         messages=messages,
@@ -253,7 +257,7 @@ def test_anthropic_messages_plain_streamed_and_stopped(claude: anthropic.Anthrop
     assert plain.usage.input_tokens > 0 and 0 < plain.usage.output_tokens <= 20
     assert plain.stop_reason in ("end_turn", "max_tokens")
 
-    with claude.messages.stream(
+    with hearth_claude.messages.stream(
         model="any",
         max_tokens=20,
         messages=messages,
@@ -266,7 +270,7 @@ def test_anthropic_messages_plain_streamed_and_stopped(claude: anthropic.Anthrop
     assert final.usage.output_tokens == plain.usage.output_tokens
 
     stop, expected = stop_inside(plain.content[0].text)
-    stopped = claude.messages.create(
+    stopped = hearth_claude.messages.create(
         model="any",
         max_tokens=20,
         messages=messages,
@@ -278,7 +282,7 @@ def test_anthropic_messages_plain_streamed_and_stopped(claude: anthropic.Anthrop
     assert stopped.content[0].type == "text" and stopped.content[0].text == expected
 
 
-def test_anthropic_tool_use_and_count_tokens(claude: anthropic.Anthropic) -> None:
+def test_anthropic_tool_use_and_count_tokens(hearth_claude: anthropic.Anthropic) -> None:
     tools: list[Any] = [
         {
             "name": "get_weather",
@@ -287,7 +291,7 @@ def test_anthropic_tool_use_and_count_tokens(claude: anthropic.Anthropic) -> Non
         }
     ]
     messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
-    with claude.messages.stream(
+    with hearth_claude.messages.stream(
         model="any", max_tokens=60, messages=messages, tools=tools, tool_choice={"type": "any"}
     ) as stream:
         final = stream.get_final_message()
@@ -296,7 +300,7 @@ def test_anthropic_tool_use_and_count_tokens(claude: anthropic.Anthropic) -> Non
     assert block.type == "tool_use" and block.name == "get_weather"
     assert isinstance(block.input, dict) and "city" in block.input
 
-    counted = claude.messages.count_tokens(model="any", messages=messages)
+    counted = hearth_claude.messages.count_tokens(model="any", messages=messages)
     assert counted.input_tokens > 5
 
 

@@ -38,19 +38,11 @@ class Poem(BaseModel):
     text: str
 
 
-@pytest.fixture(scope="module")
-def oai(instruct: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{instruct.base_url}/v1", api_key="x", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def claude(instruct: RunningServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=instruct.base_url, api_key="x", max_retries=0)
-
-
 @pytest.mark.parametrize("prompt", POEMS)
-def test_the_openai_sdk_parses_a_poem_with_line_breaks(oai: openai.OpenAI, prompt: str) -> None:
-    answer = oai.chat.completions.parse(
+def test_the_openai_sdk_parses_a_poem_with_line_breaks(
+    instruct_oai: openai.OpenAI, prompt: str
+) -> None:
+    answer = instruct_oai.chat.completions.parse(
         model="m",
         messages=[{"role": "user", "content": prompt}],
         response_format=Poem,
@@ -64,9 +56,9 @@ def test_the_openai_sdk_parses_a_poem_with_line_breaks(oai: openai.OpenAI, promp
 
 @pytest.mark.parametrize("prompt", POEMS)
 def test_the_anthropic_sdk_parses_its_output_format(
-    claude: anthropic.Anthropic, prompt: str
+    instruct_claude: anthropic.Anthropic, prompt: str
 ) -> None:
-    answer = claude.messages.parse(
+    answer = instruct_claude.messages.parse(
         model="m",
         max_tokens=64,
         messages=[{"role": "user", "content": prompt}],
@@ -78,14 +70,14 @@ def test_the_anthropic_sdk_parses_its_output_format(
 
 
 def test_anthropic_output_config_binds_plain_and_streamed_replies(
-    claude: anthropic.Anthropic,
+    instruct_claude: anthropic.Anthropic,
 ) -> None:
     config: Any = {"format": {"type": "json_schema", "schema": CITY}}
     messages: Any = [{"role": "user", "content": "What is the capital of France?"}]
-    plain = claude.messages.create(
+    plain = instruct_claude.messages.create(
         model="m", max_tokens=48, messages=messages, output_config=config, extra_body=GREEDY
     )
-    with claude.messages.stream(
+    with instruct_claude.messages.stream(
         model="m", max_tokens=48, messages=messages, output_config=config, extra_body=GREEDY
     ) as stream:
         streamed = "".join(stream.text_stream)
@@ -95,7 +87,7 @@ def test_anthropic_output_config_binds_plain_and_streamed_replies(
         assert reason == "end_turn"
         assert set(answer) == {"city", "population"} and isinstance(answer["population"], int)
     # The beta's spelling, `output_format` at the top level, binds the reply too.
-    beta = claude.messages.create(
+    beta = instruct_claude.messages.create(
         model="m",
         max_tokens=48,
         messages=messages,
@@ -105,11 +97,13 @@ def test_anthropic_output_config_binds_plain_and_streamed_replies(
     assert block.type == "text" and set(json.loads(block.text)) == {"city", "population"}
 
 
-def test_anthropic_count_tokens_takes_output_config(claude: anthropic.Anthropic) -> None:
+def test_anthropic_count_tokens_takes_output_config(instruct_claude: anthropic.Anthropic) -> None:
     messages: Any = [{"role": "user", "content": "What is the capital of France?"}]
     config: Any = {"format": {"type": "json_schema", "schema": CITY}}
-    bound = claude.messages.count_tokens(model="m", messages=messages, output_config=config)
-    free = claude.messages.count_tokens(model="m", messages=messages)
+    bound = instruct_claude.messages.count_tokens(
+        model="m", messages=messages, output_config=config
+    )
+    free = instruct_claude.messages.count_tokens(model="m", messages=messages)
     assert bound.input_tokens == free.input_tokens > 5  # the schema binds; it is not prompted
 
 
@@ -134,10 +128,10 @@ def test_an_unusable_output_config_is_anthropics_400(
     assert message in error["error"]["message"]
 
 
-def test_a_stop_string_does_not_cut_a_schema_bound_reply(oai: openai.OpenAI) -> None:
+def test_a_stop_string_does_not_cut_a_schema_bound_reply(instruct_oai: openai.OpenAI) -> None:
     """A stop string that matches inside the JSON once ended it there (`{ "city": "Paris"`,
     finish_reason stop): the grammar, not a stop string, ends a schema-bound reply."""
-    answer = oai.chat.completions.create(
+    answer = instruct_oai.chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": "The capital of France, and its population?"}],
         response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": CITY}},

@@ -31,7 +31,7 @@ MAX_TOKENS = 60
 
 
 @pytest.fixture(scope="module")
-def server(
+def thinking_server(
     start_hearth: StartHearth, smollm2: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> RunningServer:
     template = tmp_path_factory.mktemp("thinking") / "thinking-chatml.jinja"
@@ -45,8 +45,8 @@ def split_well(thought: str | None, answer: str | None) -> None:
     assert answer is not None and ANSWER.fullmatch(answer) and not answer[0].isspace(), answer
 
 
-def test_openai_chat(server: RunningServer) -> None:
-    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="x", max_retries=0)
+def test_openai_chat(thinking_server: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{thinking_server.base_url}/v1", api_key="x", max_retries=0)
     body: Any = {"model": "m", "messages": USER, "max_tokens": MAX_TOKENS}
     whole = client.chat.completions.create(**body, extra_body={"grammar": GRAMMAR})
     message = whole.choices[0].message
@@ -73,8 +73,8 @@ def test_openai_chat(server: RunningServer) -> None:
     assert (last.completion_tokens_details.reasoning_tokens or 0) > 0
 
 
-def test_anthropic(server: RunningServer) -> None:
-    client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+def test_anthropic(thinking_server: RunningServer) -> None:
+    client = anthropic.Anthropic(base_url=thinking_server.base_url, api_key="x", max_retries=0)
     body: Any = {"model": "m", "messages": USER, "max_tokens": MAX_TOKENS}
     whole = client.messages.create(**body, extra_body={"grammar": GRAMMAR})
     assert [block.type for block in whole.content] == ["thinking", "text"]
@@ -91,8 +91,8 @@ def test_anthropic(server: RunningServer) -> None:
     assert final.content[0].thinking == "".join(deltas)  # type: ignore[union-attr]
 
 
-def test_ollama(server: RunningServer) -> None:
-    client = ollama.Client(host=server.base_url)
+def test_ollama(thinking_server: RunningServer) -> None:
+    client = ollama.Client(host=thinking_server.base_url)
     options: Any = {"num_predict": MAX_TOKENS, "grammar": GRAMMAR}
     whole = client.chat(model="m", messages=USER, options=options)  # think absent: on
     split_well(whole.message.thinking, whole.message.content)

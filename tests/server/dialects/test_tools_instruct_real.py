@@ -25,11 +25,6 @@ TOOLS: list[Any] = [
 SHORT, LONG = "Oslo", "Reykjavik, the capital of Iceland, by the old harbour"
 
 
-@pytest.fixture(scope="module")
-def oai(instruct: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{instruct.base_url}/v1", api_key="x", max_retries=0)
-
-
 def openai_history(city: str) -> list[Any]:
     call = {"id": "call_1", "type": "function"}
     call["function"] = {"name": "get_weather", "arguments": json.dumps({"city": city})}
@@ -60,13 +55,15 @@ def ollama_history(city: str) -> list[Any]:
 
 
 def test_the_models_own_call_stays_in_the_conversation_in_every_dialect(
-    oai: openai.OpenAI, instruct: RunningServer
+    instruct_oai: openai.OpenAI, instruct: RunningServer
 ) -> None:
     """The prompt grows by the call's arguments: the template (which has no place for calls)
     shows the call, so the model reads its own call before the tool's result."""
 
     def openai_tokens(city: str) -> int:
-        answer = oai.chat.completions.create(model="m", messages=openai_history(city), max_tokens=1)
+        answer = instruct_oai.chat.completions.create(
+            model="m", messages=openai_history(city), max_tokens=1
+        )
         assert answer.usage is not None
         return answer.usage.prompt_tokens
 
@@ -92,9 +89,9 @@ def test_the_models_own_call_stays_in_the_conversation_in_every_dialect(
 
 
 def test_a_forced_call_cut_off_by_max_tokens_is_a_call_that_says_length(
-    oai: openai.OpenAI,
+    instruct_oai: openai.OpenAI,
 ) -> None:
-    answer = oai.chat.completions.create(
+    answer = instruct_oai.chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": "What is the weather in Paris?"}],
         tools=TOOLS,
@@ -113,12 +110,12 @@ def test_a_forced_call_cut_off_by_max_tokens_is_a_call_that_says_length(
     "ask", ["Tell me a short joke about cats.", "What is the weather in Oslo?"]
 )
 def test_with_tools_offered_the_reply_or_the_call_streams_as_written(
-    oai: openai.OpenAI, ask: str
+    instruct_oai: openai.OpenAI, ask: str
 ) -> None:
     """Whatever the hidden decision says, what follows arrives in pieces as it is written,
     never held back to the end (before: a reply without a call came as one chunk at the end,
     a call's arguments as one fragment)."""
-    stream = oai.chat.completions.create(
+    stream = instruct_oai.chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": ask}],
         tools=TOOLS,

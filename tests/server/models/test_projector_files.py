@@ -9,8 +9,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from server.models.catalog import ModelCatalog
 from server.models.fetch import ModelFiles
 from server.models.projector_files import (
@@ -21,7 +19,6 @@ from server.models.projector_files import (
 )
 from server.process.start import start_projector
 from server.settings.config import HearthSettings
-from tests.support.projector_gguf import write_projector
 
 
 def same_bytes(target: Path, source: Path) -> Path:
@@ -31,12 +28,6 @@ def same_bytes(target: Path, source: Path) -> Path:
     except OSError:
         shutil.copyfile(source, target)
     return target
-
-
-@pytest.fixture(scope="module")
-def projector(tmp_path_factory: pytest.TempPathFactory, bundled: Path) -> Path:
-    """A real tiny projector for the bundled model, copied under each name a test needs."""
-    return write_projector(tmp_path_factory.mktemp("projector") / "tiny-mmproj.gguf", bundled)
 
 
 def test_quantization_bits_are_read_as_llama_cpp_reads_them() -> None:
@@ -111,13 +102,13 @@ def test_a_projector_named_after_no_model_serves_its_whole_folder() -> None:
 
 
 def test_projector_beside_reads_headers_and_skips_what_is_not_a_projector(
-    tmp_path: Path, bundled: Path, projector: Path
+    tmp_path: Path, bundled: Path, tiny_projector: Path
 ) -> None:
     folder = tmp_path / "gemma"
     model = same_bytes(folder / "gemma-3-270m-Q4_K_M.gguf", bundled)
     (folder / "mmproj-gemma-3-270m-Q4_K_M.gguf").write_bytes(b"GGUF but broken")
     same_bytes(folder / "mmproj-gemma-3-270m-f16.gguf", bundled)  # a text model by mistake
-    same_bytes(folder / "mmproj-F16.gguf", projector)
+    same_bytes(folder / "mmproj-F16.gguf", tiny_projector)
     paired = projector_beside(model)
     assert paired is not None and paired.path == folder / "mmproj-F16.gguf"
     assert paired.modalities == ("vision",) and paired.takes == "vision"
@@ -125,11 +116,11 @@ def test_projector_beside_reads_headers_and_skips_what_is_not_a_projector(
 
 
 def test_the_catalog_keeps_each_models_projector(
-    tmp_path: Path, bundled: Path, projector: Path
+    tmp_path: Path, bundled: Path, tiny_projector: Path
 ) -> None:
     folder = tmp_path / "models"
     seeing = same_bytes(folder / "vision" / "seeing.gguf", bundled)
-    same_bytes(folder / "vision" / "mmproj-F16.gguf", projector)
+    same_bytes(folder / "vision" / "mmproj-F16.gguf", tiny_projector)
     blind = same_bytes(folder / "text" / "blind.gguf", bundled)
     catalog = ModelCatalog.scan(bundled, folder)
     assert catalog.names == ["gemma-3-270m-q4_k_m", "blind", "seeing"]  # no projector listed
@@ -137,23 +128,23 @@ def test_the_catalog_keeps_each_models_projector(
     paired = catalog.projector_of(seeing)
     assert paired is not None and paired.modalities == ("vision",)
     assert catalog.projector_for(blind) is None and catalog.projector_for(bundled) is None
-    given = ModelCatalog.scan(bundled, folder, served_projector=projector)
-    assert given.projector_for(bundled) == projector  # the served model's, as the start chose
+    given = ModelCatalog.scan(bundled, folder, served_projector=tiny_projector)
+    assert given.projector_for(bundled) == tiny_projector  # the served model's, as the start chose
     assert ModelCatalog.scan(bundled, folder, pair_projectors=False).projectors == {}
 
 
 def test_the_start_model_keeps_mmproj_else_its_download_else_its_neighbour(
-    tmp_path: Path, bundled: Path, projector: Path
+    tmp_path: Path, bundled: Path, tiny_projector: Path
 ) -> None:
     folder = tmp_path / "models"
     model = same_bytes(folder / "vision" / "seeing.gguf", bundled)
-    beside = same_bytes(folder / "vision" / "mmproj-F16.gguf", projector)
+    beside = same_bytes(folder / "vision" / "mmproj-F16.gguf", tiny_projector)
     plain = ModelFiles(model)
     assert start_projector(HearthSettings(modeldir=str(folder)), plain) == beside
     assert start_projector(HearthSettings(), plain) is None  # not started from a folder
-    chosen = HearthSettings(modeldir=str(folder), mmproj=str(projector))
-    assert start_projector(chosen, plain) == projector
+    chosen = HearthSettings(modeldir=str(folder), mmproj=str(tiny_projector))
+    assert start_projector(chosen, plain) == tiny_projector
     assert start_projector(HearthSettings(modeldir=str(folder), no_mmproj=True), plain) is None
-    fetched = ModelFiles(model, projector)
-    assert start_projector(HearthSettings(hf="o/r"), fetched) == projector
+    fetched = ModelFiles(model, tiny_projector)
+    assert start_projector(HearthSettings(hf="o/r"), fetched) == tiny_projector
     assert start_projector(HearthSettings(hf="o/r", modeldir=str(folder)), plain) is None

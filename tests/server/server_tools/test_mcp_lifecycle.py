@@ -26,7 +26,7 @@ SLOW_S = 30.0  # what the sleep tool would take, were it not cut short
 
 
 @pytest.fixture
-def start() -> Iterator[Start]:
+def start_with_log() -> Iterator[Start]:
     boxes: list[ToolBox] = []
 
     def run(*configs: McpServerConfig, log: list[str] | None = None) -> ToolBox:
@@ -69,16 +69,20 @@ class _Background:
             self.ended.set()
 
 
-def test_a_call_that_outlives_timeout_ms_is_an_error_answered_in_time(start: Start) -> None:
-    box = start(stdio_config("slow", timeout_ms=500))
+def test_a_call_that_outlives_timeout_ms_is_an_error_answered_in_time(
+    start_with_log: Start,
+) -> None:
+    box = start_with_log(stdio_config("slow", timeout_ms=500))
     began = time.monotonic()
     with pytest.raises(ToolError, match=r"did not answer tools/call in time \(timeout_ms 500\)"):
         _call(box, "slow_sleep", seconds=SLOW_S)
     assert time.monotonic() - began < SLOW_S / 10
 
 
-def test_the_late_answer_to_a_call_that_timed_out_goes_to_no_other_call(start: Start) -> None:
-    box = start(stdio_config("slow", timeout_ms=1000))
+def test_the_late_answer_to_a_call_that_timed_out_goes_to_no_other_call(
+    start_with_log: Start,
+) -> None:
+    box = start_with_log(stdio_config("slow", timeout_ms=1000))
     assert _call(box, "slow_echo", message="warm") == {"plain_text_response": "echo: warm"}
     with pytest.raises(ToolError, match="in time"):
         _call(box, "slow_sleep", seconds=1.3)
@@ -87,10 +91,10 @@ def test_the_late_answer_to_a_call_that_timed_out_goes_to_no_other_call(start: S
 
 
 def test_a_server_that_crashed_after_answering_is_started_again_for_the_next_call(
-    start: Start,
+    start_with_log: Start,
 ) -> None:
     log: list[str] = []
-    box = start(stdio_config("crash"), log=log)
+    box = start_with_log(stdio_config("crash"), log=log)
     answer = _call(box, "crash_crash")["plain_text_response"]
     assert isinstance(answer, str) and answer.startswith("crashing ")
     crashed = int(answer.split()[1])
@@ -100,16 +104,20 @@ def test_a_server_that_crashed_after_answering_is_started_again_for_the_next_cal
     assert any("exited with code 3; starting it again" in line for line in log)
 
 
-def test_a_server_that_dies_during_a_call_answers_an_error_saying_how(start: Start) -> None:
-    box = start(stdio_config("fragile"))
+def test_a_server_that_dies_during_a_call_answers_an_error_saying_how(
+    start_with_log: Start,
+) -> None:
+    box = start_with_log(stdio_config("fragile"))
     with pytest.raises(ToolError, match=r"exited with code 4.*fatal: dying"):
         _call(box, "fragile_die")
     assert _call(box, "fragile_echo", message="again") == {"plain_text_response": "echo: again"}
 
 
-def test_close_ends_a_call_in_flight_and_the_server_at_once(start: Start, tmp_path: Path) -> None:
+def test_close_ends_a_call_in_flight_and_the_server_at_once(
+    start_with_log: Start, tmp_path: Path
+) -> None:
     started = tmp_path / "started"
-    box = start(stdio_config("slow", "--started", str(started)))
+    box = start_with_log(stdio_config("slow", "--started", str(started)))
     call = _Background(box, "slow_sleep", seconds=SLOW_S)
     assert wait_until(started.exists)
     began = time.monotonic()
@@ -123,10 +131,10 @@ def test_close_ends_a_call_in_flight_and_the_server_at_once(start: Start, tmp_pa
 
 
 def test_a_call_whose_client_left_ends_without_waiting_for_the_server(
-    start: Start, tmp_path: Path
+    start_with_log: Start, tmp_path: Path
 ) -> None:
     started = tmp_path / "started"
-    box = start(stdio_config("slow", "--started", str(started)))
+    box = start_with_log(stdio_config("slow", "--started", str(started)))
     call = _Background(box, "slow_sleep", seconds=SLOW_S)
     assert wait_until(started.exists)
     call.stop.set()
@@ -135,11 +143,11 @@ def test_a_call_whose_client_left_ends_without_waiting_for_the_server(
 
 
 def test_a_grandchild_holding_the_pipes_holds_up_neither_start_nor_close(
-    start: Start, tmp_path: Path
+    start_with_log: Start, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "grandchild"
     began = time.monotonic()
-    box = start(stdio_config("gc", "--grandchild", str(pid_file)))
+    box = start_with_log(stdio_config("gc", "--grandchild", str(pid_file)))
     assert time.monotonic() - began < 10  # the grandchild would hold the pipes for 60 s
     assert wait_until(lambda: process_gone(int(pid_file.read_text())), within_s=5)
     assert _call(box, "gc_echo", message="hello") == {"plain_text_response": "echo: hello"}
@@ -151,11 +159,13 @@ def test_a_grandchild_holding_the_pipes_holds_up_neither_start_nor_close(
     assert wait_until(lambda: process_gone(grandchild), within_s=5)
 
 
-def test_a_program_that_is_gone_is_not_tried_again_at_once(start: Start, tmp_path: Path) -> None:
+def test_a_program_that_is_gone_is_not_tried_again_at_once(
+    start_with_log: Start, tmp_path: Path
+) -> None:
     script = tmp_path / "server.sh"
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STDIO_SERVER}"\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    box = start(McpServerConfig(name="moved", command=str(script)))
+    box = start_with_log(McpServerConfig(name="moved", command=str(script)))
     os.remove(script)
     with pytest.raises(ToolError, match="cannot start MCP server 'moved'"):
         _call(box, "moved_echo", message="x")
@@ -171,12 +181,12 @@ def test_a_program_that_is_gone_is_not_tried_again_at_once(start: Start, tmp_pat
     ],
 )
 def test_a_program_that_is_no_mcp_server_offers_no_tools(
-    start: Start, program: str, words: str
+    start_with_log: Start, program: str, words: str
 ) -> None:
     log: list[str] = []
     config = McpServerConfig(
         name="odd", command=sys.executable, args=("-c", program), timeout_ms=500
     )
-    box = start(config, log=log)
+    box = start_with_log(config, log=log)
     assert box.tools == []
     assert any(words in line and "its tools are left out" in line for line in log), log

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from server.models.files import bundled_model_path
+from server.process import load_settings as load_settings_module
 from server.process.exit_codes import EXIT_USAGE
 from server.process.load_settings import TemplateSettingError, load_settings, template_choice
 from server.process.start import StartFailed, load_models
@@ -180,3 +182,36 @@ def test_the_server_stops_before_loading_anything_on_a_missing_template(tmp_path
         load_models(settings)
     assert failed.value.exit_code == EXIT_USAGE
     assert str(failed.value) == f"--chat-template-file {tmp_path / 't.jinja'}: no such file"
+
+
+def test_the_load_settings_are_built_once_for_every_model_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm2: Path
+) -> None:
+    """The chosen template is read and compiled once at start, however many models the
+    server loads, switches to or describes (it was compiled four times, once per model)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "one.gguf").symlink_to(bundled_model_path())
+    (folder / "two.gguf").symlink_to(smollm2)
+    compiled: list[str] = []
+    real_compile = load_settings_module.compile_template
+    monkeypatch.setattr(
+        load_settings_module,
+        "compile_template",
+        lambda source: compiled.append(source) or real_compile(source),
+    )
+    settings = HearthSettings(
+        model_param=str(folder / "one.gguf"),
+        modeldir=str(folder),
+        chat_template="chatml",
+        contextsize=512,
+    )
+    pool, choice = load_models(settings)
+    try:
+        other = next(name for name, path in choice.listed() if path and path.name == "two.gguf")
+        pool.use(other)
+        assert pool.current_name == other
+        assert pool.current.chat_template is not None
+    finally:
+        pool.close()
+    assert len(compiled) == 1

@@ -14,10 +14,11 @@ which then never closes before max_tokens.
 llama.cpp's own converter (common/json-schema-to-grammar.cpp) refuses U+0000..U+001F and U+007F
 in its `char` rule; the Python copy never got that fix. So the rule is replaced in the
 converter's output, by its exact text: if a llama-cpp-python upgrade changes the rule, the
-check below fails loudly (a 500 naming this module, and tests/server/core/test_json_grammar.py)
-instead of silently letting control characters through again. The `dot` rule a schema's
-`pattern` uses for `.` (any character but CR and LF) gets the same limits, plus `"` and `\\`,
-which a bare `.` would otherwise write unescaped into the JSON string.
+check below fails loudly (a 500 naming this module, and
+tests/server/core/llama/test_json_grammar.py) instead of silently letting control characters
+through again. The `dot` rule a schema's `pattern` uses for `.` (any character but CR and LF)
+gets the same limits, plus `"` and `\\`, which a bare `.` would otherwise write unescaped
+into the JSON string.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ no, bound by a grammar. The question is a sequence of its own, stepped like any 
 was a loop of its own inside `generate`): when it ends, its answer goes out under the
 request's handle as a ToolDecision and the reply starts in the same step, bound to the schema
 or free, its events under the same handle. The question's own tokens are never the reply's.
-(Grammar-bound requests still run alone, KoboldCpp's rule: request_queue.unbatchable_reason.)
+This is what lets grammar-bound requests batch (request_queue.unbatchable_reason): while the
+question ran inside `generate`, a request with a decision had to have the engine to itself.
 """
 
 from __future__ import annotations
