@@ -108,7 +108,7 @@ class MediaSettings:
 @dataclass(frozen=True)
 class LoadSettings:
     """Every default here must be what `HearthSettings`' default becomes (one default per
-    setting: tests/server/settings/test_one_default.py fails when two disagree)."""
+    setting: tests/server/settings/test_one_source.py fails when two disagree)."""
 
     contextsize: int = DEFAULT_CONTEXT_SIZE
     batch_size: int = DEFAULT_BATCH

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,14 +15,14 @@ from server import __version__
 from server.core.scheduling.engine import Engine
 from server.core.scheduling.job import DEFAULT_MAX_PENDING_EVENTS
 from server.core.scheduling.scheduler import Scheduler
-from server.dialects.anthropic.routes import router as anthropic_router
+from server.dialects.anthropic import install as anthropic_routes
 from server.dialects.edge.api_keys import KeyRing
+from server.dialects.edge.bodies import IgnoredFields
 from server.dialects.edge.client_address import trusted_networks
 from server.dialects.edge.cors import CORSOriginsMiddleware
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.edge.errors import (
     APIError,
-    IgnoredFields,
     api_error_handler,
     http_error_handler,
     request_validation_handler,
@@ -34,36 +33,35 @@ from server.dialects.edge.rate_limit import (
     RateLimits,
     rate_limited_handler,
 )
-from server.dialects.kobold.admin import router as admin_router
-from server.dialects.kobold.embeddings import router as kobold_embeddings_router
+from server.dialects.kobold import install as kobold_routes
 from server.dialects.kobold.lite import LiteFeatures, lite_features
-from server.dialects.kobold.lite import router as kobold_lite_router
-from server.dialects.kobold.routes import router as kobold_router
-from server.dialects.kobold.states import router as kobold_states_router
-from server.dialects.llama import gcp_routes
-from server.dialects.llama.routes import router as llama_router
-from server.dialects.llama.slot_routes import router as llama_slots_router
-from server.dialects.ollama.embeddings import router as ollama_embeddings_router
+from server.dialects.llama import install as llama_routes
+from server.dialects.ollama import install as ollama_routes
 from server.dialects.ollama.pull import PullLocks
-from server.dialects.ollama.routes import router as ollama_router
-from server.dialects.openai.embeddings import router as openai_embeddings_router
-from server.dialects.openai.routes import llama_server_router as openai_llama_server_router
-from server.dialects.openai.routes import router as openai_router
+from server.dialects.openai import install as openai_routes
 from server.dialects.pipeline.model_choice import ModelChoice
 from server.dialects.pipeline.openapi import document_request_models
-from server.dialects.routes import admin_live
+from server.dialects.routes import install as server_routes
 from server.dialects.routes.metrics import metrics_registry
-from server.dialects.routes.metrics import router as metrics_router
-from server.dialects.routes.pages import router as pages_router
 from server.dialects.routes.sleep_wake import WakeOnUseMiddleware
 from server.dialects.streams.resumable import DEFAULT_STREAM_BYTES, ResumableStreams
-from server.dialects.streams.resumable import router as resumable_router
 from server.dialects.streams.streaming import ClientDisconnectedError, client_gone_handler
 from server.process.console import RequestLog
 from server.server_tools.registry import ToolBox
 from server.settings.config import HearthSettings
 
 DEFAULT_KEEPALIVE_SECONDS = 5.0
+
+
+# Every route, by the package that serves it (each package's install.py), in matching order.
+ROUTE_INSTALLERS = (
+    kobold_routes.install,
+    openai_routes.install,
+    anthropic_routes.install,
+    ollama_routes.install,
+    llama_routes.install,
+    server_routes.install,
+)
 
 
 def create_app(
@@ -186,25 +184,7 @@ def _add_routes_and_handlers(app: FastAPI) -> None:
     tools_on = settings.server_tools_wanted() or app.state.tool_box is not None
     origins = settings.cors_origin_list(tools_on=tools_on)
     app.add_middleware(CORSOriginsMiddleware, origins=origins)
-    routers = (
-        kobold_router,
-        admin_router,
-        kobold_states_router,
-        kobold_lite_router,  # KoboldAI Lite's multiplayer, save slots, preloaded story, search
-        openai_router,
-        anthropic_router,
-        ollama_router,
-        openai_llama_server_router,  # the OpenAI routes under llama-server's paths
-        llama_router,
-        llama_slots_router,
-        metrics_router,
-        resumable_router,
-        openai_embeddings_router,
-        ollama_embeddings_router,
-        kobold_embeddings_router,
-    )
-    for router in (*routers, pages_router):
-        app.include_router(router)
-    gcp_routes.install(app, os.environ)  # Vertex AI's /predict, with AIP_MODE=PREDICTION
-    admin_live.install(app)  # the launcher's live view of requests (and who sent them)
+    # Each package registers its own routes; the order is the order routes are matched in.
+    for install in ROUTE_INSTALLERS:
+        install(app)
     document_request_models(app)

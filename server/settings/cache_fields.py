@@ -9,11 +9,14 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from server.base.defaults import DEFAULT_CACHE_DISK_MIB, DEFAULT_CACHE_RAM_MIB
+from server.settings.flags import flags
 
 
 class PromptCacheFields(BaseModel):
     nofastforward: bool = Field(
-        default=False, description="Never reuse the KV cache of a shared prompt prefix."
+        default=False,
+        description="Never reuse the KV cache of a shared prompt prefix.",
+        json_schema_extra=flags("--nofastforward"),
     )
     # llama-server's --cache-ram (8192 MiB there); a .kcpps file without it: the default.
     cacheram: int = Field(
@@ -22,6 +25,7 @@ class PromptCacheFields(BaseModel):
         le=1 << 20,
         description="MiB of memory for processed prompts kept after their slot moved on, so "
         "a returning conversation is not read again (0: off).",
+        json_schema_extra=flags("--cacheram", "--cache-ram", "-cram", metavar="MiB"),
     )
     # KoboldCpp's SmartCache slot count. There 0 means off; here the cache is on by default
     # (bounded by --cacheram) and a count only bounds it further.
@@ -31,12 +35,14 @@ class PromptCacheFields(BaseModel):
         le=4096,
         description="At most this many prompts in the prompt cache (0: as many as --cacheram "
         "holds).",
+        json_schema_extra=flags("--smartcache", metavar="N"),
     )
     # Hearth's own (no anchor keeps prompts across restarts by itself): docs/SERVING.md.
     cachedir: str | None = Field(
         default=None,
         description="Also keep cached prompts on disk in this folder, so conversations are "
         "warm after a restart or a model switch.",
+        json_schema_extra=flags("--cachedir", metavar="DIR"),
     )
     cachedisk: int = Field(
         default=DEFAULT_CACHE_DISK_MIB,
@@ -44,6 +50,7 @@ class PromptCacheFields(BaseModel):
         le=1 << 24,
         description="MiB the --cachedir folder may hold for each model (least recently used "
         "files go first).",
+        json_schema_extra=flags("--cachedisk", metavar="MiB"),
     )
     # Hearth's own: on a server shared by people who must not learn anything of each other's
     # prompts, not even by timing (docs/SERVING.md).
@@ -51,6 +58,7 @@ class PromptCacheFields(BaseModel):
         default=False,
         description="Reuse a cached prompt only for requests with the same API key (or, "
         "without one, from the same host).",
+        json_schema_extra=flags("--privatecache"),
     )
     # llama-server's: where POST /slots/{id}?action=save|restore reads and writes; without
     # it those actions are refused, as there.
@@ -58,4 +66,5 @@ class PromptCacheFields(BaseModel):
         default=None,
         description="Folder for llama-server's slot files (POST /slots/ID?action=save, "
         "restore): a slot's processed prompt kept by name.",
+        json_schema_extra=flags("--slot-save-path", metavar="DIR"),
     )

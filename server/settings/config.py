@@ -8,7 +8,7 @@ module without pulling in the engine.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -16,10 +16,11 @@ from server.base.defaults import (
     DEFAULT_BATCH,
     DEFAULT_CONTEXT_SIZE,
     DEFAULT_MULTIUSER,
-    default_thread_count,
 )
 from server.base.netcheck import is_loopback
 from server.settings.cache_fields import PromptCacheFields
+from server.settings.device_fields import DeviceFields
+from server.settings.flags import flags
 from server.settings.lite_fields import LiteFields
 from server.settings.lora_fields import LoraFields
 from server.settings.media_fields import MediaFields
@@ -33,16 +34,17 @@ DEFAULT_PORT = 5001
 LOOPBACK_HOST = "127.0.0.1"
 
 
-class HearthSettings(
+class HearthSettings(  # the groups in the order --help lists them, after the fields here
+    DeviceFields,
+    PromptCacheFields,
     ChatTemplateFields,
     ModelOptionFields,
     SpeculationFields,
-    LoraFields,
     MediaFields,
+    LoraFields,
     NetworkFields,
     ToolFields,
     LiteFields,
-    PromptCacheFields,
 ):
     """Everything that shapes a running server. Defaults follow KoboldCpp unless noted. Groups
     of fields live in modules of their own, server/settings/*_fields.py (docs/ARCHITECTURE.md)."""
@@ -50,31 +52,45 @@ class HearthSettings(
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     model_param: str | None = Field(
-        default=None, description="Path of the GGUF text model; none serves the bundled model."
+        default=None,
+        description="Path of the GGUF text model; none serves the bundled model.",
+        json_schema_extra=flags("--model", metavar="PATH|URL"),
     )
     # llama-server's -hf: a Hugging Face repository and quantization, downloaded once.
     hf: str | None = Field(
         default=None,
         description="Serve owner/repo[:QUANT] from Hugging Face (default quant Q4_K_M).",
+        json_schema_extra=flags("--hf", "-hf", metavar="OWNER/REPO[:QUANT]"),
     )
     # Several models (issue 12, in progress): a folder of GGUFs a request's `model` picks from.
     modeldir: str | None = Field(
-        default=None, description="Also serve every GGUF in this folder; a request's model picks."
+        default=None,
+        description="Also serve every GGUF in this folder; a request's model picks.",
+        json_schema_extra=flags("--modeldir", metavar="DIR"),
     )
     defaultmodel: str | None = Field(
-        default=None, description="With --modeldir: the model serving names that match none."
+        default=None,
+        description="With --modeldir: the model serving names that match none.",
+        json_schema_extra=flags("--defaultmodel", metavar="NAME"),
     )
     maxloadedmodels: int = Field(
-        default=1, ge=1, le=8, description="Models kept loaded at once (least recently used go)."
+        default=1,
+        ge=1,
+        le=8,
+        description="Models kept loaded at once (least recently used go).",
+        json_schema_extra=flags("--maxloadedmodels"),
     )
     # llama-server's -a/--alias and --tags: names and labels of the served model.
     alias: str | None = Field(
         default=None,
         description="Other names of the served model, comma-separated: requests may use any; "
         "the first in alphabetical order is its id in /v1/models and /props.",
+        json_schema_extra=flags("--alias", "-a", metavar="NAME[,NAME]"),
     )
     tags: str | None = Field(
-        default=None, description="Labels /models lists on the served model, comma-separated."
+        default=None,
+        description="Labels /models lists on the served model, comma-separated.",
+        json_schema_extra=flags("--tags", metavar="TAG[,TAG]"),
     )
     # llama-server's --sleep-idle-seconds: the memory back while nobody asks for anything.
     sleep_idle_seconds: float = Field(
@@ -83,103 +99,117 @@ class HearthSettings(
         le=31_536_000,
         description="Unload the models after this many seconds without a request (sleep); the "
         "next request loads them again (-1: never).",
+        json_schema_extra=flags("--sleep-idle-seconds", metavar="SECONDS"),
     )
     # KoboldCpp's --embeddingsmodel: embedding requests use this GGUF instead of the chat model.
     embeddingsmodel: str | None = Field(
         default=None,
         description="GGUF model for the embeddings routes (none: the chat model embeds).",
+        json_schema_extra=flags("--embeddingsmodel", metavar="FILE"),
     )
     # llama-server's --pooling (None: the model's own, else the mean).
     pooling: Literal["none", "mean", "cls", "last", "rank"] | None = Field(
         default=None,
         description="Pooling of the embeddings routes: none (a vector per token, on "
         "/embeddings only), mean, cls, last or rank; default: the model's own.",
+        json_schema_extra=flags("--pooling"),
     )
     # llama-server's --rerank/--reranking (a key of Hearth's own in a .kcpps).
     rerank: bool = Field(
         default=False,
         description="Serve /v1/rerank (llama-server's) with the embeddings model, else the chat "
         "model: a reranker GGUF (with a rank head) gives relevance scores.",
+        json_schema_extra=flags("--rerank", "--reranking"),
     )
     # llama-server's --spm-infill: /infill's suffix before its prefix, as some models learnt.
     spm_infill: bool = Field(
         default=False,
         description="/infill prompts in suffix-prefix-middle order (default prefix-suffix-middle).",
+        json_schema_extra=flags("--spm-infill"),
     )
     # KoboldCpp's admin mode: /api/admin/list_options and /api/admin/reload_config switch the
     # model of a running server (Hearth switches in place instead of restarting).
-    admin: bool = Field(default=False, description="Allow switching models over the admin API.")
+    admin: bool = Field(
+        default=False,
+        description="Allow switching models over the admin API.",
+        json_schema_extra=flags("--admin"),
+    )
     admindir: str | None = Field(
         default=None,
         description="Folder of .kcpps files and GGUFs the admin API may load (default: "
         "--modeldir).",
+        json_schema_extra=flags("--admindir", metavar="DIR"),
     )
     adminpassword: str | None = Field(
         default=None,
         description="Bearer key the admin API asks for (none: the --password, if one is set).",
+        json_schema_extra=flags("--adminpassword", metavar="PASSWORD"),
     )
     host: str = Field(
         default="",
         description="Interface to listen on. Empty means loopback only (KoboldCpp: all).",
+        json_schema_extra=flags("--host"),
     )
-    port_param: int = Field(default=DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
-    threads: int = Field(default=-1, ge=-1, le=256, description="CPU threads; -1 or 0: auto.")
+    port_param: int = Field(
+        default=DEFAULT_PORT,
+        ge=1,
+        le=65535,
+        description="TCP port.",
+        json_schema_extra=flags("--port"),
+    )
     contextsize: int = Field(
-        default=DEFAULT_CONTEXT_SIZE, ge=256, le=262144, description="Context in tokens."
+        default=DEFAULT_CONTEXT_SIZE,
+        ge=256,
+        le=262144,
+        description="Context in tokens.",
+        json_schema_extra=flags("--contextsize"),
     )
-    gpulayers: int = Field(
-        default=-1, ge=-1, le=999, description="Layers to offload to a GPU (-1: as many as fit)."
-    )
-    # KoboldCpp's backend choice. `usevulkan` is null (not chosen) or the device ids ([]: all).
-    usevulkan: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
-        default=None, description="Use the Vulkan backend, on these device ids (none: all)."
-    )
-    # KoboldCpp's `usecuda`: null, or its words ["normal"|"lowvram", "<device id>"|"all",
-    # "mmq"|"nommq", "rowsplit"]; Hearth honours the device id and keeps the rest as written.
-    usecuda: list[str] | None = Field(
-        default=None, description="Use the CUDA backend ([normal] [device id]; none: all GPUs)."
-    )
-    usecpu: bool = Field(default=False, description="Run on the CPU only: offload nothing.")
-    # llama-server's --rpc (and its .kcpps key in KoboldCpp builds that have it): the devices of
-    # `hearth rpc-worker`s elsewhere take layers as if they were local GPUs.
-    rpc: str | None = Field(
-        default=None,
-        description="RPC workers (HOST:PORT[,HOST:PORT]) whose devices take layers.",
-    )
-    # KoboldCpp's `tensor_split` (llama-server's --tensor-split): the share of the offloaded
-    # layers each device takes, in llama.cpp's device order (RPC workers first, then GPUs).
-    tensor_split: list[Annotated[float, Field(ge=0.0)]] | None = Field(
-        default=None,
-        description="Share of the layers per device (RPC workers, then GPUs); none: by free "
-        "memory.",
-    )
-
-    @property
-    def cuda_device(self) -> int | None:
-        """The device id in `usecuda` (KoboldCpp writes it as a string), if one is given."""
-        return next((int(word) for word in self.usecuda or [] if word.isdigit()), None)
 
     multiuser: int = Field(
         default=DEFAULT_MULTIUSER,
         ge=0,
         le=1000,
         description="Requests in flight, the running one included.",
+        json_schema_extra=flags("--multiuser", bare="default"),
     )
     parallelrequests: int = Field(
-        default=1, ge=0, le=32, description="Requests generated together (batching)."
+        default=1,
+        ge=0,
+        le=32,
+        description="Requests generated together (batching).",
+        json_schema_extra=flags("--parallelrequests"),
     )
-    batchsize: int = Field(default=512, ge=-1, le=4096, description="Prompt tokens per decode.")
-    password: str | None = Field(default=None, description="Bearer key for the text APIs.")
+    batchsize: int = Field(
+        default=DEFAULT_BATCH,
+        ge=-1,
+        le=4096,
+        description="Prompt tokens per decode.",
+        json_schema_extra=flags("--batchsize"),
+    )
+    password: str | None = Field(
+        default=None,
+        description="Bearer key for the text APIs.",
+        json_schema_extra=flags("--password", metavar="PASSWORD"),
+    )
     maxrequestsize: int = Field(
         default=32,
         ge=1,
         le=1024,
         description="Largest request body in MB; larger ones are refused with 413.",
+        json_schema_extra=flags("--maxrequestsize", metavar="MB"),
     )
     defaultgenamt: int = Field(
-        default=1536, ge=1, le=16384, description="Tokens to generate when a request omits it."
+        default=1536,
+        ge=1,
+        le=16384,
+        description="Tokens to generate when a request omits it.",
+        json_schema_extra=flags("--defaultgenamt"),
     )
-    quiet: bool = Field(default=False, description="Hide prompts and outputs in the console.")
+    quiet: bool = Field(
+        default=False,
+        description="Hide prompts and outputs in the console.",
+        json_schema_extra=flags("--quiet"),
+    )
     # llama-server's --seed. KoboldCpp has none (each request may send its own), so `seed` is a
     # key of Hearth's own in a .kcpps file; a file without it means a random seed per request.
     seed: int = Field(
@@ -187,6 +217,7 @@ class HearthSettings(
         ge=-1,
         le=2**31 - 1,
         description="Sampling seed of requests that set none (-1: a random one for each).",
+        json_schema_extra=flags("--seed"),
     )
     # Hearth's own: how long a resumable stream's generation outlives its connection
     # (server/dialects/streams/resumable.py). Not a KoboldCpp key: a file without it means 30.
@@ -195,28 +226,38 @@ class HearthSettings(
         ge=0,
         le=3600,
         description="Seconds a resumable stream keeps generating after its client dropped.",
+        json_schema_extra=flags("--resumegrace", metavar="SECONDS"),
     )
     # llama-server's --metrics. KoboldCpp has no such setting, so `metrics` is a key of
     # Hearth's own in a .kcpps file; a file without it means off.
     metrics: bool = Field(
-        default=False, description="Serve Prometheus metrics at /metrics (llama-server's names)."
+        default=False,
+        description="Serve Prometheus metrics at /metrics (llama-server's names).",
+        json_schema_extra=flags("--metrics"),
     )
     # llama-server's --no-slots: GET /slots answers 501, as there.
-    no_slots: bool = Field(default=False, description="Turn off GET /slots (the slots' state).")
+    no_slots: bool = Field(
+        default=False,
+        description="Turn off GET /slots (the slots' state).",
+        json_schema_extra=flags("--no-slots"),
+    )
     # llama-server's --verbose, as far as clients see it (a key of Hearth's own in a .kcpps).
     verbose: bool = Field(
         default=False,
         description="Every OpenAI answer carries `__verbose` (llama-server's native answer, "
         "with the rendered prompt), as if each request asked `verbose: true`.",
+        json_schema_extra=flags("--verbose", "-v"),
     )
     noshift: bool = Field(
         default=False,
         description="No ContextShift: recompute a trimmed long chat instead of shifting it.",
+        json_schema_extra=flags("--noshift"),
     )
     jinja: bool = Field(
         default=False,
         description="KoboldCpp compatibility: the model's own chat template is always used "
         "when it has one.",
+        json_schema_extra=flags("--jinja"),
     )
     # KoboldCpp's "Jinja for Tools" (off by default there). On by default here: a model whose
     # template takes tools in a format Hearth knows gets them through its template and its
@@ -227,6 +268,15 @@ class HearthSettings(
         default=True,
         description="Tool calls in the model's own format when Hearth knows it: the template "
         "gets the tools and the calls stream live (default on).",
+        json_schema_extra=flags(
+            "--jinjatools",
+            "--jinja_tools",
+            off=(
+                "--nojinjatools",
+                "Tool calls the KoboldCpp way for every model (the tools in the system text, "
+                "the reply bound to a JSON schema), even one with a tool-call format of its own",
+            ),
+        ),
     )
     # llama-server's --reasoning-format: how a thinking model's thought is told from its
     # answer (docs/MODELS.md); requests may say otherwise (`reasoning_format`).
@@ -234,6 +284,7 @@ class HearthSettings(
         default="auto",
         description="Split a thinking model's thought from its answer: auto or deepseek "
         "(<think> tags, harmony channels), none (leave it in the text).",
+        json_schema_extra=flags("--reasoning-format", metavar="none|deepseek|auto"),
     )
     # llama-server's --reasoning-budget: -1 unrestricted, 0 no thinking.
     reasoning_budget: int = Field(
@@ -242,12 +293,23 @@ class HearthSettings(
         le=1 << 20,
         description="Tokens a thought may take before the server closes it and the model "
         "answers (-1: no limit, 0: no thinking).",
+        json_schema_extra=flags("--reasoning-budget", metavar="N"),
     )
     launch: bool = Field(
-        default=False, description="The launcher opens the server's page once it is ready."
+        default=False,
+        description="The launcher opens the server's page once it is ready.",
+        json_schema_extra=flags("--launch"),
     )
-    skiplauncher: bool = Field(default=False, description="Never open the launcher window.")
-    showgui: bool = Field(default=False, description="Open the launcher even with a model set.")
+    skiplauncher: bool = Field(
+        default=False,
+        description="Never open the launcher window.",
+        json_schema_extra=flags("--skiplauncher"),
+    )
+    showgui: bool = Field(
+        default=False,
+        description="Open the launcher even with a model set.",
+        json_schema_extra=flags("--showgui"),
+    )
 
     @classmethod
     def bounds(cls, name: str) -> tuple[int | None, int | None]:
@@ -277,18 +339,6 @@ class HearthSettings(
         if isinstance(value, str) and not value.strip():
             return None
         return value.strip() if isinstance(value, str) else value
-
-    @field_validator("tensor_split", mode="before")
-    @classmethod
-    def _split_list(cls, value: Any) -> Any:
-        # llama-server writes "3,1"; KoboldCpp a list ([3, 1]); [] or all zeros: not set.
-        if isinstance(value, str):
-            value = [part for part in value.replace(",", " ").split() if part]
-        if isinstance(value, list):
-            value = [part for item in value for part in _comma_parts(item)]
-            if not value or all(float(part) == 0 for part in value):
-                return None
-        return value
 
     @field_validator("host", mode="before")
     @classmethod
@@ -337,20 +387,8 @@ class HearthSettings(
         """Tokens per decode call (llama.cpp's n_batch): --batchsize, else llama.cpp's 512."""
         return self.batchsize if self.batchsize > 0 else DEFAULT_BATCH
 
-    @property
-    def thread_count(self) -> int:
-        if self.threads > 0:
-            return self.threads
-        return default_thread_count()
-
     def to_kcpps(self) -> dict[str, Any]:
         """The `.kcpps` JSON object: known keys plus every unknown key read from a file."""
         data = self.model_dump(mode="json")
         data.setdefault("istemplate", False)
         return data
-
-
-def _comma_parts(item: Any) -> list[Any]:
-    if isinstance(item, str):
-        return [part for part in item.split(",") if part.strip()]
-    return [item]

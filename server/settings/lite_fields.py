@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from server.settings.flags import flags
+
 
 class LiteFields(BaseModel):
     # KoboldCpp's --multiplayer: several people write one story (Lite's Shared Multiplayer).
@@ -20,12 +22,14 @@ class LiteFields(BaseModel):
         default=False,
         description="Shared multiplayer: KoboldAI Lite's players write one story together "
         "(/api/extra/multiplayer/*).",
+        json_schema_extra=flags("--multiplayer"),
     )
     # KoboldCpp's --websearch: Lite's web search, done by the server for the page.
     websearch: bool = Field(
         default=False,
         description="Web search for KoboldAI Lite (/api/extra/websearch): the server searches "
         "the web (DuckDuckGo and others) and reads the public pages it finds.",
+        json_schema_extra=flags("--websearch"),
     )
     # KoboldCpp's --savedatafile: Lite's save slots on the server. KoboldCpp keeps them in a
     # JSON file; Hearth in a SQLite database at this path (a KoboldCpp file is imported).
@@ -33,12 +37,14 @@ class LiteFields(BaseModel):
         default=None,
         description="Keep KoboldAI Lite's server save slots in this file (a SQLite database; "
         "created when missing).",
+        json_schema_extra=flags("--savedatafile", metavar="FILE"),
     )
     # KoboldCpp's --preloadstory: a JSON file (or, in a .kcppt, the story itself) Lite loads.
     preloadstory: str | dict[str, Any] | None = Field(
         default=None,
         description="A KoboldAI Lite story (JSON file) every page load starts from "
         "(/api/extra/preloadstory).",
+        json_schema_extra=flags("--preloadstory", metavar="FILE"),
     )
 
     @field_validator("savedatafile", mode="before")

@@ -15,16 +15,24 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
+from server.settings.flags import flags
+
 
 class LoraFields(BaseModel):
     # KoboldCpp's --lora FILE [FILE ...] (a list in .kcpps; null when none) and
     # llama-server's repeatable --lora FILE.
     lora: list[str] | None = Field(
-        default=None, description="LoRA adapter GGUF files applied on top of the model."
+        default=None,
+        description="LoRA adapter GGUF files applied on top of the model.",
+        json_schema_extra=flags("--lora", nargs="+", extend=True, metavar="FILE"),
     )
     # KoboldCpp's --loramult: the scale of every `lora` file (llama-server's --lora's is 1.0).
     loramult: float = Field(
-        default=1.0, ge=-100.0, le=100.0, description="The LoRA adapters' scale."
+        default=1.0,
+        ge=-100.0,
+        le=100.0,
+        description="The LoRA adapters' scale.",
+        json_schema_extra=flags("--loramult", metavar="SCALE"),
     )
     # llama-server's --lora-scaled FILE SCALE (repeatable), or its newer FILE:SCALE,FILE:SCALE;
     # kept as "FILE:SCALE" items. Not a KoboldCpp key.
@@ -32,11 +40,13 @@ class LoraFields(BaseModel):
         default=None,
         description="LoRA adapter GGUF files, each with its own scale: FILE SCALE, or "
         "FILE:SCALE[,FILE:SCALE].",
+        json_schema_extra=flags("--lora-scaled", nargs="+", extend=True, metavar="FILE:SCALE"),
     )
     # llama-server's --lora-init-without-apply: loaded at scale 0 until POST /lora-adapters.
     lora_init_without_apply: bool = Field(
         default=False,
         description="Load the LoRA adapters at scale 0, to be applied by POST /lora-adapters.",
+        json_schema_extra=flags("--lora-init-without-apply"),
     )
     # The adapters' scales as the server applies them now (`lora_scales_now`).
     _lora_scales: list[float] = PrivateAttr(default_factory=list)

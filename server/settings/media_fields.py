@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from server.settings.flags import flags
+
 
 class MediaFields(BaseModel):
     # KoboldCpp's --mmproj and llama-server's -mm / --mmproj.
@@ -19,25 +21,37 @@ class MediaFields(BaseModel):
         default=None,
         description="Multimodal projector GGUF (mmproj) that lets the model read images "
         "(or sounds) sent with a request.",
+        json_schema_extra=flags("--mmproj", "-mm", metavar="FILE"),
     )
     # llama-server's --no-mmproj (KoboldCpp has no automatic projector to turn off).
     no_mmproj: bool = Field(
         default=False,
         description="No projector found for a model automatically: none downloaded with "
         "--hf, none paired beside a model of --modeldir (--mmproj still loads).",
+        json_schema_extra=flags("--no-mmproj", "--no-mmproj-auto"),
     )
     # KoboldCpp's --mmprojcpu; llama-server's --no-mmproj-offload.
     mmprojcpu: bool = Field(
-        default=False, description="Keep the projector on the CPU, off the GPU."
+        default=False,
+        description="Keep the projector on the CPU, off the GPU.",
+        json_schema_extra=flags("--mmprojcpu", "--no-mmproj-offload"),
     )
     # KoboldCpp's --visionmintokens / --visionmaxtokens, llama-server's --image-min-tokens /
     # --image-max-tokens: the bounds on an image's tokens for projectors whose count depends
     # on the image (Qwen-VL and the like); -1: the projector's own.
     visionmintokens: int = Field(
-        default=-1, ge=-1, le=65536, description="Fewest tokens per image; -1: the model's."
+        default=-1,
+        ge=-1,
+        le=65536,
+        description="Fewest tokens per image; -1: the model's.",
+        json_schema_extra=flags("--visionmintokens", "--image-min-tokens"),
     )
     visionmaxtokens: int = Field(
-        default=-1, ge=-1, le=65536, description="Most tokens per image; -1: the model's."
+        default=-1,
+        ge=-1,
+        le=65536,
+        description="Most tokens per image; -1: the model's.",
+        json_schema_extra=flags("--visionmaxtokens", "--image-max-tokens"),
     )
     # Hearth's own (neither KoboldCpp nor llama-server fetches an image URL): the hosts whose
     # http(s) image URLs a request may name (server/dialects/media/remote_media.py). None, the
@@ -48,6 +62,7 @@ class MediaFields(BaseModel):
         description="Fetch the http(s) image URLs a request names from these hosts only: "
         "exact names, *.example.com for its subdomains, * for any public host; never a "
         "private address.",
+        json_schema_extra=flags("--remoteimages", nargs="+", metavar="HOST"),
     )
 
     # llama-server's --media-path: the folder a request's `file://` image URLs are read from
@@ -56,6 +71,7 @@ class MediaFields(BaseModel):
         default=None,
         description="Read a request's file:// media URLs from this folder (never outside "
         "it); without it they are refused.",
+        json_schema_extra=flags("--media-path"),
     )
 
     @field_validator("mmproj", mode="before")

@@ -14,17 +14,22 @@ hands them to the core, which applies them (server/core/llama/loading/model.py, 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from server.settings.flags import flags
+from server.settings.overrides import (
+    OverrideType,
+    parse_kv_overrides,
+    parse_tensor_overrides,
+)
 
 # llama.cpp's KV cache types (llama-server's -ctk/-ctv list); KoboldCpp offers the first five.
 KvCacheType = Literal["f16", "bf16", "q8_0", "q5_1", "q4_0", "f32", "q4_1", "q5_0", "iq4_nl"]
 FlashAttention = Literal["auto", "on", "off"]
 # llama.cpp's load modes (llama-server's -lm/--load-mode): how the weights are read.
 LoadMode = Literal["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"]
-OverrideType = Literal["int", "float", "bool", "str"]
 
 # KoboldCpp's old numbered Quantize KV choices.
 _QUANTKV_NUMBERS = {0: "f16", 1: "q8_0", 2: "q4_0"}
@@ -43,7 +48,6 @@ _FLASH_WORDS = {
     "": "auto",
 }
 _KOBOLD_ROPE_BASE = 10000.0  # KoboldCpp's default base, used only with a scale given
-_MAX_KEY_BYTES = 127  # llama_model_kv_override: char key[128], char val_str[128]
 
 
 class ModelOptionFields(BaseModel):
@@ -53,70 +57,94 @@ class ModelOptionFields(BaseModel):
         description="KV cache type for K and V: f16, bf16, q8_0, q5_1 or q4_0 (KoboldCpp's "
         "0, 1, 2: f16, q8_0, q4_0); q8_0 about halves the cache. A quantized V cache needs "
         "flash attention.",
+        json_schema_extra=flags("--quantkv", metavar="f16|bf16|q8_0|q5_1|q4_0"),
     )
     # llama-server's -ctk / -ctv: one half of the cache each, over --quantkv.
     cache_type_k: KvCacheType | None = Field(
-        default=None, description="KV cache type for K alone (default: --quantkv's)."
+        default=None,
+        description="KV cache type for K alone (default: --quantkv's).",
+        json_schema_extra=flags("--cache-type-k", "-ctk", metavar="TYPE"),
     )
     cache_type_v: KvCacheType | None = Field(
-        default=None, description="KV cache type for V alone (default: --quantkv's)."
+        default=None,
+        description="KV cache type for V alone (default: --quantkv's).",
+        json_schema_extra=flags("--cache-type-v", "-ctv", metavar="TYPE"),
     )
     # KoboldCpp 1.116 uses flash attention unless told not to; its older key `flashattention`
     # is read as the opposite of this one.
     noflashattention: bool = Field(
-        default=False, description="Never use flash attention (as --flash-attn off)."
+        default=False,
+        description="Never use flash attention (as --flash-attn off).",
+        json_schema_extra=flags("--noflashattention"),
     )
     # llama-server's -fa: set (on or off), it wins over --noflashattention.
     flash_attn: FlashAttention = Field(
         default="auto",
         description="Flash attention: on, off, or auto (on wherever the device supports it).",
+        json_schema_extra=flags("--flash-attn", "-fa", metavar="on|off|auto"),
     )
     usemmap: bool = Field(
         default=False,
         description="Map the model file into memory (default: llama.cpp's choice, mapped "
         "unless a device cannot use it).",
+        json_schema_extra=flags("--usemmap", "--mmap"),
     )
     usemlock: bool = Field(
-        default=False, description="Lock the model's weights in RAM, so they are never swapped."
+        default=False,
+        description="Lock the model's weights in RAM, so they are never swapped.",
+        json_schema_extra=flags("--usemlock", "--mlock"),
     )
     # llama-server's -lm (this llama.cpp's spelling of --mmap, --no-mmap and --mlock).
     load_mode: LoadMode = Field(
         default="auto",
         description="How the weights are read: auto, none (read in, not mapped), mmap, mlock, "
         "mmap+mlock or dio; set, it wins over --usemmap and --usemlock.",
+        json_schema_extra=flags(
+            "--load-mode", "-lm", metavar="auto|none|mmap|mlock|mmap+mlock|dio"
+        ),
     )
     # KoboldCpp's "No KV offload" (also its --usecuda lowvram word); llama-server's -nkvo.
     lowvram: bool = Field(
         default=False,
         description="Keep the KV cache in system memory, not on the GPU: less GPU memory, slower.",
+        json_schema_extra=flags("--lowvram", "--no-kv-offload", "-nkvo"),
     )
     # KoboldCpp's RoPE config: [scale, base]; a scale of 0 leaves both to the model.
     ropeconfig: list[float] = Field(
         default_factory=lambda: [0.0, _KOBOLD_ROPE_BASE],
         description="RoPE frequency scale and base (KoboldCpp's --ropeconfig SCALE,BASE); "
         "scale 0: the model's own.",
+        json_schema_extra=flags("--ropeconfig", nargs="+", metavar="SCALE"),
     )
     # llama-server's --rope-freq-base and --rope-scale (0: not given); they win over ropeconfig.
     rope_freq_base: float = Field(
-        default=0.0, ge=0.0, description="RoPE base frequency (0: the model's own)."
+        default=0.0,
+        ge=0.0,
+        description="RoPE base frequency (0: the model's own).",
+        json_schema_extra=flags("--rope-freq-base", metavar="N"),
     )
     rope_scale: float = Field(
         default=0.0,
         ge=0.0,
         description="RoPE context scaling: a factor of N stretches positions N times (0: the "
         "model's own).",
+        json_schema_extra=flags("--rope-scale", metavar="N"),
     )
     # KoboldCpp's and llama-server's KEY=TYPE:VALUE[,...] metadata overrides.
     overridekv: str = Field(
         default="",
         description="Override model metadata: KEY=TYPE:VALUE[,...] with TYPE int, float, bool "
         "or str (e.g. tokenizer.ggml.add_bos_token=bool:false).",
+        json_schema_extra=flags("--overridekv", "--override-kv", metavar="KEY=TYPE:VALUE[,...]"),
     )
     # KoboldCpp's overridetensors and llama-server's -ot: where matching tensors are kept.
     overridetensors: str = Field(
         default="",
         description="Keep the weights whose name matches a regex on a buffer type: "
         "PATTERN=TYPE[,...] (e.g. exps=CPU; types as `hearth list-devices` names them).",
+        json_schema_extra=flags(
+            "--overridetensors", "--override-tensor", "-ot", metavar="PATTERN=TYPE[,...]"
+        ),
     )
     moecpu: int = Field(
         default=0,
@@ -124,30 +152,38 @@ class ModelOptionFields(BaseModel):
         le=999,
         description="Keep the experts of the first N layers of a mixture-of-experts model on "
         "the CPU (999: all).",
+        json_schema_extra=flags("--moecpu", "--n-cpu-moe", "-ncmoe", bare="most"),
     )
     moeexperts: int = Field(
         default=-1,
         ge=-1,
         le=512,
         description="Experts a mixture-of-experts model uses per token (-1: the model's own).",
+        json_schema_extra=flags("--moeexperts"),
     )
     nobostoken: bool = Field(
-        default=False, description="Add no BOS token to prompts (usually not wanted)."
+        default=False,
+        description="Add no BOS token to prompts (usually not wanted).",
+        json_schema_extra=flags("--nobostoken"),
     )
     genlimit: int = Field(
         default=0,
         ge=0,
         le=1 << 20,
         description="Most tokens any request may generate, whatever it asks (0: no limit).",
+        json_schema_extra=flags("--genlimit"),
     )
     # KoboldCpp stores it as a JSON object; the command line gives it as JSON text.
     gendefaults: dict[str, Any] = Field(
         default_factory=dict,
         description="Generation fields for requests that leave them out, as a JSON object "
         '(e.g. {"temperature": 0.5, "max_length": 300}).',
+        json_schema_extra=flags("--gendefaults", metavar="JSON"),
     )
     gendefaultsoverwrite: bool = Field(
-        default=False, description="--gendefaults win over the request's own values."
+        default=False,
+        description="--gendefaults win over the request's own values.",
+        json_schema_extra=flags("--gendefaultsoverwrite"),
     )
 
     @model_validator(mode="before")
@@ -307,63 +343,6 @@ class ModelOptionFields(BaseModel):
     @property
     def tensor_override_list(self) -> list[tuple[str, str]]:
         return parse_tensor_overrides(self.overridetensors)
-
-
-def parse_kv_overrides(text: str) -> list[tuple[str, OverrideType, str]]:
-    """KEY=TYPE:VALUE[,...] as (key, type, value text); ValueError naming the bad item."""
-    overrides: list[tuple[str, OverrideType, str]] = []
-    for item in _items(text):
-        key, equals, typed = item.partition("=")
-        kind, colon, value = typed.partition(":")
-        key, kind = key.strip(), kind.strip().lower()
-        if not equals or not colon or not key:
-            raise ValueError(f"{item!r}: write KEY=TYPE:VALUE (TYPE int, float, bool or str)")
-        if len(key.encode()) > _MAX_KEY_BYTES:
-            raise ValueError(f"{item!r}: a key has at most {_MAX_KEY_BYTES} bytes")
-        overrides.append((key, _override_type(item, kind, value), value))
-    return overrides
-
-
-def _override_type(item: str, kind: str, value: str) -> OverrideType:
-    if kind == "int":
-        if not re.fullmatch(r"[+-]?\d+", value.strip()):
-            raise ValueError(f"{item!r}: {value!r} is not an integer")
-        return "int"
-    if kind == "float":
-        try:
-            float(value)
-        except ValueError:
-            raise ValueError(f"{item!r}: {value!r} is not a number") from None
-        return "float"
-    if kind == "bool":
-        if value.strip() not in ("true", "false"):
-            raise ValueError(f"{item!r}: a bool is true or false")
-        return "bool"
-    if kind == "str":
-        if len(value.encode()) > _MAX_KEY_BYTES:
-            raise ValueError(f"{item!r}: a str value has at most {_MAX_KEY_BYTES} bytes")
-        return "str"
-    raise ValueError(f"{item!r}: the type is int, float, bool or str, not {kind!r}")
-
-
-def parse_tensor_overrides(text: str) -> list[tuple[str, str]]:
-    """PATTERN=BUFFER_TYPE[,...] as (regex, buffer type name); ValueError naming a bad item
-    (no '=', an empty side, a regex that does not compile)."""
-    overrides = []
-    for item in _items(text):
-        pattern, equals, buffer_type = item.rpartition("=")
-        if not equals or not pattern or not buffer_type.strip():
-            raise ValueError(f"{item!r}: write PATTERN=BUFFER_TYPE (e.g. exps=CPU)")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"{item!r}: the pattern is not a valid regex ({exc})") from None
-        overrides.append((pattern, buffer_type.strip()))
-    return overrides
-
-
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _bool(value: Any) -> bool:

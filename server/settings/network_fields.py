@@ -17,24 +17,32 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from server.settings.flags import flags
+
 
 class NetworkFields(BaseModel):
     # KoboldCpp's --ssl CERT KEY (.kcpps: null or [cert, key]).
     ssl: list[str] | None = Field(
         default=None,
         description="Serve HTTPS with this certificate and private key (PEM files).",
+        json_schema_extra=flags("--ssl", nargs=2, metavar=("CERT", "KEY")),
     )
     # llama-server's spellings of the same two files.
     ssl_cert_file: str | None = Field(
-        default=None, description="Serve HTTPS with this PEM certificate (with --ssl-key-file)."
+        default=None,
+        description="Serve HTTPS with this PEM certificate (with --ssl-key-file).",
+        json_schema_extra=flags("--ssl-cert-file", metavar="FILE"),
     )
     ssl_key_file: str | None = Field(
-        default=None, description="The PEM private key of --ssl-cert-file."
+        default=None,
+        description="The PEM private key of --ssl-cert-file.",
+        json_schema_extra=flags("--ssl-key-file", metavar="FILE"),
     )
     # llama-server's --api-key k1,k2: any of them opens the text APIs, beside --password.
     api_key: str | None = Field(
         default=None,
         description="API keys that open the text APIs, comma-separated (beside --password).",
+        json_schema_extra=flags("--api-key", metavar="KEY[,KEY]"),
     )
     # llama-server's --api-key-file: one key per line, `#` comments; Hearth also reads
     # `name:key` lines, and shows the name instead of the key.
@@ -42,6 +50,7 @@ class NetworkFields(BaseModel):
         default=None,
         description="File of API keys, one per line (name:key gives it a name shown instead "
         "of the key; # starts a comment); re-read on SIGHUP and by the admin reload.",
+        json_schema_extra=flags("--api-key-file", metavar="FILE"),
     )
     # KoboldCpp's --ratelimit N: seconds between two generation requests from one address.
     ratelimit: int = Field(
@@ -50,6 +59,7 @@ class NetworkFields(BaseModel):
         le=86400,
         description="Seconds a client address must wait between two generation requests "
         "(0: no limit).",
+        json_schema_extra=flags("--ratelimit", metavar="SECONDS"),
     )
     # Hearth's own: the same per API key (a client that changes address keeps its key).
     keyratelimit: int = Field(
@@ -57,12 +67,14 @@ class NetworkFields(BaseModel):
         ge=0,
         le=86400,
         description="Seconds one API key must wait between two generation requests (0: no limit).",
+        json_schema_extra=flags("--keyratelimit", metavar="SECONDS"),
     )
     # Hearth's own: the proxies whose X-Forwarded-For names the real client (deploy/nginx).
     trustedproxies: list[str] | None = Field(
         default=None,
         description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
         "names the client; from any other peer the header is ignored.",
+        json_schema_extra=flags("--trustedproxies", nargs="+", metavar="ADDR"),
     )
     # llama-server's --cors-origins: the web origins whose pages may call the API.
     # None: not given, which is `*` unless server tools are on (then `localhost`).
@@ -71,6 +83,7 @@ class NetworkFields(BaseModel):
         description="Web origins whose pages may call the API, comma-separated; localhost: "
         "pages of this machine only; * (the default, but localhost with --tools or MCP "
         "servers): any.",
+        json_schema_extra=flags("--cors-origins", metavar="ORIGIN[,ORIGIN]|localhost|*"),
     )
     # Hearth's own: the places of the multiuser queue one key (or address) may hold.
     multiuserperkey: int = Field(
@@ -79,6 +92,7 @@ class NetworkFields(BaseModel):
         le=1000,
         description="Requests in flight one API key (or, without keys, one address) may "
         "have, within --multiuser (0: no share of its own).",
+        json_schema_extra=flags("--multiuserperkey"),
     )
 
     @field_validator("ssl", "trustedproxies", mode="before")

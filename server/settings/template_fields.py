@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from server.settings.flags import flags
+
 ReasoningEffort = Literal["default", "none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 # KoboldCpp writes "default", "true" or "false"; llama-server's --reasoning says on, off or
@@ -37,6 +39,7 @@ class ChatTemplateFields(BaseModel):
     jinjatemplate: str | None = Field(
         default=None,
         description="Jinja chat template file used instead of the model's own.",
+        json_schema_extra=flags("--jinjatemplate", "--chat-template-file", metavar="FILE"),
     )
     # llama-server's --chat-template: one of its built-in names or the Jinja text itself. Not
     # a KoboldCpp key; a .kcpps file without it means none.
@@ -44,6 +47,7 @@ class ChatTemplateFields(BaseModel):
         default=None,
         description="Chat template used instead of the model's own: a built-in name (chatml, "
         "llama3, gemma, mistral-v7, …) or Jinja text.",
+        json_schema_extra=flags("--chat-template", metavar="NAME|JINJA"),
     )
     # KoboldCpp's Jinja Kwargs (a JSON object as text, "" when unset) and llama-server's
     # --chat-template-kwargs.
@@ -51,6 +55,7 @@ class ChatTemplateFields(BaseModel):
         default="",
         description="Extra variables for the chat template, as a JSON object (e.g. "
         '{"enable_thinking": false}); a request\'s chat_template_kwargs win.',
+        json_schema_extra=flags("--jinja_kwargs", "--chat-template-kwargs", metavar="JSON"),
     )
     # KoboldCpp's Jinja Thinking; llama-server's --reasoning on|off|auto says the same.
     jinjathink: Literal["default", "true", "false"] = Field(
@@ -58,12 +63,16 @@ class ChatTemplateFields(BaseModel):
         description="Tell the chat template to think (true) or not (false) through its "
         "enable_thinking variable; default: true, as llama-server says, unless a request or "
         "--chat-template-kwargs says otherwise.",
+        json_schema_extra=flags(
+            "--jinjathink", "--reasoning", "-rea", metavar="default|true|false"
+        ),
     )
     # KoboldCpp's Think Effort and llama-server's --reasoning-effort (gpt-oss reads it).
     reasoningeffort: ReasoningEffort = Field(
         default="default",
         description="The chat template's reasoning_effort variable (low, medium, high, …); "
         "default: none given.",
+        json_schema_extra=flags("--reasoningeffort", "--reasoning-effort", metavar="LEVEL"),
     )
 
     # (Named apart from HearthSettings' own validators: a subclass method of the same name

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from server.settings.flags import flags
+
 
 class ToolFields(BaseModel):
     # llama-server's --tools read_file,grep_search,... or `all`.
@@ -23,21 +25,26 @@ class ToolFields(BaseModel):
         description="Built-in tools served at /tools for agents: all, or some of read_file, "
         "file_glob_search, grep_search, exec_shell_command, write_file, edit_file, get_info. "
         "They run on this machine: only for a server no one else reaches.",
+        json_schema_extra=flags("--tools", metavar="all|TOOL[,TOOL]"),
     )
     # llama-server's --tools-runtime docker:IMAGE | docker-container:ID | ssh:TARGET ...
     tools_runtime: str | None = Field(
         default=None,
         description="Where the tools run instead of this machine: docker-container:ID, "
         "podman-container:ID or ssh:TARGET.",
+        json_schema_extra=flags("--tools-runtime", metavar="KIND:TARGET"),
     )
     # llama-server's --mcp-servers-json / --mcp-servers-config (Cursor's mcpServers format).
     mcp_servers_json: str | None = Field(
         default=None,
         description='MCP servers whose tools are served at /tools, as JSON: {"mcpServers": '
         '{"name": {"command": ..., "args": [...]}}}.',
+        json_schema_extra=flags("--mcp-servers-json", metavar="JSON"),
     )
     mcp_servers_config: str | None = Field(
-        default=None, description="A JSON file of MCP servers, as --mcp-servers-json."
+        default=None,
+        description="A JSON file of MCP servers, as --mcp-servers-json.",
+        json_schema_extra=flags("--mcp-servers-config", metavar="FILE"),
     )
 
     @field_validator(

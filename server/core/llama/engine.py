@@ -34,7 +34,7 @@ from server.core.llama.sampling.sampler import (
     schema_grammar,
 )
 from server.core.llama.sequences.batch import Batch
-from server.core.llama.sequences.decisions import Decisions
+from server.core.llama.sequences.decisions import Decisions, question_for
 from server.core.llama.sequences.sequence import Sequence, joined_text
 from server.core.llama.sequences.slot_states import SlotStates, kobold_state_slots
 from server.core.llama.sequences.slots import SlotCache, disk_states
@@ -51,7 +51,6 @@ from server.core.types import (
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
-    SamplingParams,
     SlotAction,
     SlotActionEvent,
 )
@@ -191,14 +190,11 @@ class LlamaCppEngine:
         a decision to make ("auto" tool choice), the hidden question goes first (decisions.py)."""
         if request.json_schema is None or request.schema_decision_prompt is None:
             return self._start(request, cancelled, request.json_schema)
-        question = GenerationRequest(
-            "decision",
-            request.schema_decision_prompt,
-            1,
-            SamplingParams(temperature=0.0),
-            lora=request.lora,
-            cache_owner=request.cache_owner,
-        )
+        if request.refuse_overflow and not request.media:
+            # Refused now if the reply cannot fit, as without a question (ContextOverflow):
+            # the question is trimmed to fit and would not tell.
+            self._loaded.fit(request)
+        question = question_for(request)
         sequence = self._start(question, cancelled, None)
         llama.llama_sampler_free(sequence.sampler)
         sequence.sampler = self._samplers.build(question.sampling, [], YES_NO_GRAMMAR)

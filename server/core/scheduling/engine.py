@@ -17,6 +17,8 @@ from server.core.templates.chat import ChatTemplate
 from server.core.types import (
     EngineEvent,
     EngineReport,
+    FinishReason,
+    GenerationOutcome,
     GenerationRequest,
     SlotAction,
     SlotActionEvent,
@@ -117,6 +119,17 @@ class ContextOverflow(EngineError):
             f"({context} tokens), try increasing it"
         )
         self.prompt_tokens, self.context = prompt_tokens, context
+
+
+def failure_outcome(exc: Exception) -> GenerationOutcome:
+    """How a request that failed to start or run ends: the client's fault (an unreadable
+    image, a prompt over the context) when the engine says so, which the dialects answer with
+    a 400 (with both sizes for an overflow) rather than a 500."""
+    rejected = isinstance(exc, EngineError) and exc.client_error
+    overflow = (exc.prompt_tokens, exc.context) if isinstance(exc, ContextOverflow) else None
+    return GenerationOutcome(
+        FinishReason.ERROR, error=str(exc), input_rejected=rejected, context_overflow=overflow
+    )
 
 
 class MediaError(EngineError):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from server.core.scheduling.engine import ContextOverflow, EngineError
+from server.core.scheduling.engine import failure_outcome
 from server.core.scheduling.job import Job
 from server.core.scheduling.model_lifecycle import ModelLifecycle
 from server.core.scheduling.request_queue import RequestQueue, batchable, unbatchable_reason
@@ -108,7 +108,7 @@ class Worker:
                 job.deliver(event)
         except Exception as exc:
             logger.exception("generation %s failed", request.request_id)
-            return replace(_failure(exc), seed=request.sampling.seed)
+            return replace(failure_outcome(exc), seed=request.sampling.seed)
         return GenerationOutcome(FinishReason.ERROR, error="engine ended without an outcome")
 
     # -- continuous batching -----------------------------------------------------------------
@@ -197,7 +197,7 @@ class Worker:
                 batch[pool.start_sequence(self._seeded(job.request), job.cancelled)] = job
             except Exception as exc:
                 logger.exception("could not start %s", job.request.request_id)
-                self.finish(job, _failure(exc))
+                self.finish(job, failure_outcome(exc))
 
     def _step(self, batch: Batch) -> None:
         """One decode for every running sequence, and its events to their jobs."""
@@ -260,16 +260,6 @@ class Worker:
                 self._on_finished(job)
             except Exception:
                 logger.exception("finished-request callback failed")
-
-
-def _failure(exc: Exception) -> GenerationOutcome:
-    """A request that failed to start or run; the client's fault (an unreadable image) when
-    the engine says so, which the dialects answer with a 400 rather than a 500."""
-    rejected = isinstance(exc, EngineError) and exc.client_error
-    overflow = (exc.prompt_tokens, exc.context) if isinstance(exc, ContextOverflow) else None
-    return GenerationOutcome(
-        FinishReason.ERROR, error=str(exc), input_rejected=rejected, context_overflow=overflow
-    )
 
 
 def _as_shutdown(job: Job, outcome: GenerationOutcome) -> GenerationOutcome:

@@ -9,7 +9,7 @@ then the JSON arguments stream. Every other message passes through as text, mark
 so the parser reads either the raw output or what the thought splitter
 (`reasoning.HarmonySplitter`) hands on: its COMMENTARY pieces (a call's header without
 `<|start|>assistant`, its body, its end marker) and its ANSWER pieces (plain text), fed to one
-parser in the order they come (server/dialects/chat/common.py's ChatReader does).
+parser in the order they come (server/dialects/chat/chat_reading.py's ChatReader does).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A chat plan's tools called in the model's own format: the parser that reads its reply live.
 
 The one place that maps a `ToolFormat` (tool_formats.py) to its parser, so a dialect only
-carries `LiveTools` from planning to reading (server/dialects/chat/common.py).
+carries `LiveTools` from planning to reading (server/dialects/chat/plans.py).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from server.dialects.anthropic.schemas import (
     AnthropicTool,
     AnthropicToolChoice,
 )
-from server.dialects.chat import common
-from server.dialects.chat.common import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
+from server.dialects.chat import plans, request_fields
+from server.dialects.chat.plans import ChatOptions, ChatPlan, ToolChoice, ToolChoiceMode
 from server.dialects.chat.thinking import ThinkingAsk
 from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.edge.sampling import sampling_from
@@ -57,7 +57,7 @@ def chat_messages(
     stands among them as its marker (also inside a tool_result); document blocks are a 400."""
     turns: list[ChatMessage] = []
     if system:
-        turns.append(ChatMessage("system", common.text_of(system)))
+        turns.append(ChatMessage("system", request_fields.text_of(system)))
     for number, message in enumerate(messages):
         if isinstance(message.content, str):
             turns.append(ChatMessage(message.role, message.content))
@@ -123,14 +123,14 @@ def messages_plan(body: AnthropicMessagesRequest, options: ChatOptions) -> ChatP
     messages = chat_messages(body.system, body.messages)
     # Anthropic's prefill: a final assistant message is the start of the reply, carried on.
     prefilled = bool(messages) and messages[-1].role == "assistant"
-    plan = common.plan_chat(
+    plan = plans.plan_chat(
         options,
         Dialect.ANTHROPIC,
         messages=messages,
         end=PromptEnd.CONTINUE if prefilled else PromptEnd.REPLY,
         max_tokens=body.max_tokens,
         sampling=sampling_from(body),
-        stop=common.stop_list(body.stop_sequences),
+        stop=request_fields.stop_list(body.stop_sequences),
         tools=tools_of(body.tools),
         tool_choice=tool_choice(body.tool_choice),
         response_schema=output_schema(body),

@@ -37,7 +37,8 @@ from server.dialects.anthropic.schemas import (
     ThinkingDelta,
     ToolUseBlock,
 )
-from server.dialects.chat.common import ChatAnswer, ChatPlan, matched_user_stop
+from server.dialects.chat.answers import ChatAnswer
+from server.dialects.chat.plans import ChatPlan, matched_user_stop
 from server.dialects.edge.errors import Dialect
 from server.dialects.streams.wire import SSEFormat, sse_typed
 

@@ -27,7 +27,8 @@ from server.core.types import (
     TokenEvent,
     ToolDecision,
 )
-from server.dialects.chat.common import ChatAnswer, ChatPlan, TokenCollector, failed
+from server.dialects.chat.answers import ChatAnswer, TokenCollector, failed
+from server.dialects.chat.plans import ChatPlan
 from server.dialects.chat.thinking import ThoughtReader
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from server.core.scheduling.engine import Tokenizer
-from server.dialects.chat.common import tokens_without_bos
+from server.dialects.chat.request_fields import tokens_without_bos
 from server.dialects.edge.errors import APIError, Dialect
 
 _TOKEN_ID = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١٢" are text

@@ -1,6 +1,6 @@
 """KoboldCpp's --gendefaults: generation fields a request leaves out, filled in from the
 server's settings before its body is read (with --gendefaultsoverwrite, put over the request's
-own), whichever API it speaks. `errors.parse_json_body` calls it for every body, so every
+own), whichever API it speaks. `bodies.parse_json_body` calls it for every body, so every
 generation route of every dialect gets the same rule.
 
 A default's name is either a field of the request's own API (`stop_sequence`, `repeat_penalty`),

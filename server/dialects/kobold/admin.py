@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from server.core.types import FinishReason, GenerationRequest
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.deps import (
     KeyRingDep,
     ModelInfoDep,
@@ -26,14 +27,7 @@ from server.dialects.edge.deps import (
     SettingsDep,
     has_admin_key,
 )
-from server.dialects.edge.errors import (
-    APIError,
-    Dialect,
-    ErrorKind,
-    busy_error,
-    parse_json_body,
-    unauthorized_error,
-)
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error, unauthorized_error
 from server.dialects.kobold.schemas import KoboldReloadRequest
 from server.dialects.pipeline.admission import submit
 from server.dialects.pipeline.model_choice import ModelChoice

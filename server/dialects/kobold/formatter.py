@@ -6,7 +6,7 @@ from sse_starlette import ServerSentEvent
 
 from server.core.tool_calls.tool_stream import ChatStreamEvent, TextDelta
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.chat.common import ChatAnswer
+from server.dialects.chat.answers import ChatAnswer
 from server.dialects.edge.errors import Dialect
 from server.dialects.kobold.schemas import KoboldGenerateResponse, KoboldResult, KoboldTokenData
 from server.dialects.streams.wire import SSEFormat, sse_json

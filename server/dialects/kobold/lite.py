@@ -28,8 +28,9 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from typing_extensions import TypedDict
 
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.deps import key_required
-from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.kobold.save_slots import SaveDataError, SaveRefused, SaveSlots
 from server.dialects.kobold.shared_story import SharedStory, StaleStory, StoryRefused, Turn
 from server.dialects.kobold.websearch import SearchFailed, WebResult, WebSearch

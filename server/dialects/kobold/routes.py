@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from server import __version__
 from server.core.caching.prompt_cache import PromptCacheStats
 from server.core.scheduling.scheduler import QueueLine
-from server.dialects.chat import common
+from server.dialects.chat import plans
 from server.dialects.edge.deps import (
     ModelInfoDep,
     SchedulerDep,
@@ -77,7 +77,7 @@ def _generation(body: KoboldGenerateRequest, served: Served, *, stream: bool) ->
         body, f"kai-{number}", default_max, served.model.tokenizer
     )
     return Generation(
-        common.text_plan(generation), formatter.GenerateWire(), stream, resumable=body.resumable
+        plans.text_plan(generation), formatter.GenerateWire(), stream, resumable=body.resumable
     )
 
 

@@ -19,8 +19,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.core.types import SlotAction, SlotActionEvent, SlotActionKind
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.deps import ModelInfoDep, SchedulerDep, SettingsDep, has_admin_key
-from server.dialects.edge.errors import APIError, Dialect, parse_json_body, unauthorized_error
+from server.dialects.edge.errors import APIError, Dialect, unauthorized_error
 from server.dialects.pipeline.openapi import json_body
 from server.dialects.routes.slot_actions import run_slot_action
 from server.settings.config import HearthSettings

@@ -11,13 +11,8 @@ from typing import Any
 
 from server.core.scheduling.engine import Tokenizer
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput
-from server.dialects.chat.common import (
-    ChatPlan,
-    stop_list,
-    text_plan,
-    tokens_without_bos,
-    with_penalty_window,
-)
+from server.dialects.chat.plans import ChatPlan, text_plan
+from server.dialects.chat.request_fields import stop_list, tokens_without_bos, with_penalty_window
 from server.dialects.chat.token_bias import resolve_logit_bias
 from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.edge.sampling import sampling_from

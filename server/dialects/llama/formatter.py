@@ -18,7 +18,7 @@ from sse_starlette import ServerSentEvent
 
 from server.core.tool_calls.tool_stream import ChatStreamEvent, TextDelta
 from server.core.types import GenerationRequest, Progress, TokenChoice, TokenLogprob
-from server.dialects.chat.common import ChatAnswer
+from server.dialects.chat.answers import ChatAnswer
 from server.dialects.edge.errors import Dialect
 from server.dialects.llama.schemas import CompletionRequest
 from server.dialects.routes.llama_extensions import (

@@ -24,8 +24,9 @@ from pydantic import BaseModel
 from starlette.types import Message
 from typing_extensions import TypedDict
 
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.deps import key_required
-from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body, parse_json_body
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.pipeline.openapi import json_answer, json_body
 
 OPENAI = Dialect.OPENAI

@@ -20,7 +20,8 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from server.core.types import InfillParts
-from server.dialects.chat.common import ChatPlan, new_id
+from server.dialects.chat.plans import ChatPlan
+from server.dialects.chat.request_fields import new_id
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.edge.errors import APIError, Dialect, ErrorKind, error_body
 from server.dialects.llama import adapter

@@ -24,7 +24,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest
-from server.dialects.chat.common import new_id
+from server.dialects.chat.request_fields import new_id
 from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.embedding.embeddings import MAX_INPUTS, EmbeddingRoute, embeddings_of
 from server.dialects.llama.infill import not_supported

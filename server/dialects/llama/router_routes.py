@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationRequest
-from server.dialects.chat.common import new_id
+from server.dialects.chat.request_fields import new_id
 from server.dialects.edge.deps import SchedulerDep
 from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.pipeline.admission import submit

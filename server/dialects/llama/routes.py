@@ -13,7 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from server import __version__
-from server.dialects.chat.common import ChatPlan, new_id, tokens_without_bos
+from server.dialects.chat.plans import ChatPlan
+from server.dialects.chat.request_fields import new_id, tokens_without_bos
 from server.dialects.chat.thinking import template_thinks
 from server.dialects.edge.deps import ModelInfoDep, SchedulerDep, SettingsDep, key_required
 from server.dialects.edge.errors import APIError, Dialect

@@ -7,15 +7,9 @@ from typing import Any
 
 from server.core.templates.chat import ChatMessage, ToolCall
 from server.core.types import MEDIA_MARKER, GenerationRequest, MediaInput, SamplingParams
-from server.dialects.chat.common import (
-    ChatOptions,
-    ChatPlan,
-    new_id,
-    plan_chat,
-    text_plan,
-    with_penalty_window,
-)
 from server.dialects.chat.function_tools import function_tools
+from server.dialects.chat.plans import ChatOptions, ChatPlan, plan_chat, text_plan
+from server.dialects.chat.request_fields import new_id, with_penalty_window
 from server.dialects.chat.thinking import ThinkingAsk, template_thinks
 from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.edge.sampling import sampling_from

@@ -20,7 +20,7 @@ from server.core.tool_calls.tool_stream import (
     ToolCallDone,
 )
 from server.core.types import FinishReason, GenerationOutcome
-from server.dialects.chat.common import ChatAnswer
+from server.dialects.chat.answers import ChatAnswer
 from server.dialects.edge.errors import Dialect
 from server.dialects.ollama.schemas import (
     ChatChunk,

@@ -9,17 +9,16 @@ from typing import Any
 from server.core.scheduling.engine import Tokenizer
 from server.core.templates.chat import ChatMessage, PromptEnd, ToolCall, ToolSpec
 from server.core.types import GenerationRequest, MediaInput, SamplingParams
-from server.dialects.chat.common import (
+from server.dialects.chat.function_tools import function_tools
+from server.dialects.chat.plans import (
     ChatOptions,
     ChatPlan,
     ToolChoice,
     ToolChoiceMode,
     plan_chat,
-    stop_list,
-    text_of,
     text_plan,
 )
-from server.dialects.chat.function_tools import function_tools
+from server.dialects.chat.request_fields import stop_list, text_of
 from server.dialects.chat.thinking import ThinkingAsk
 from server.dialects.chat.token_bias import resolve_logit_bias
 from server.dialects.edge.errors import APIError, Dialect

@@ -26,7 +26,7 @@ from server.core.tool_calls.tool_stream import (
     ToolCallStart,
 )
 from server.core.types import FinishReason, GenerationOutcome, Progress
-from server.dialects.chat.common import ChatAnswer
+from server.dialects.chat.answers import ChatAnswer
 from server.dialects.edge.errors import Dialect
 from server.dialects.openai.requests import ResponsesRequest
 from server.dialects.openai.schemas import (

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 
-from server.dialects.chat import common
-from server.dialects.chat.common import ChatPlan
+from server.dialects.chat import request_fields
+from server.dialects.chat.plans import ChatPlan
 from server.dialects.edge.deps import ModelInfoDep
 from server.dialects.edge.errors import Dialect
-from server.dialects.openai import adapter, formatter
+from server.dialects.openai import adapter, answer_fields, formatter
 from server.dialects.openai.requests import (
     OpenAIChatRequest,
     OpenAICompletionRequest,
@@ -68,7 +68,7 @@ async def _model_entry(name: str, path: Path | None) -> ModelEntry:
     if file is not None:
         summary = file[0]
         entry["created"] = summary.mtime_ns // 1_000_000_000
-        entry["meta"] = formatter.model_meta(summary)
+        entry["meta"] = answer_fields.model_meta(summary)
     return entry
 
 
@@ -79,7 +79,7 @@ def _extras(body: OpenAISamplingFields, plan: ChatPlan, served: Served) -> Llama
 
 @generation_route(router, "/v1/completions", OpenAICompletionRequest, Completion, OPENAI)
 def completions(body: OpenAICompletionRequest, served: Served) -> Generation:
-    plan = adapter.completion_plan(body, common.new_id("cmpl-"), served.model.tokenizer)
+    plan = adapter.completion_plan(body, request_fields.new_id("cmpl-"), served.model.tokenizer)
     plan = with_lora(plan, body.lora, served.settings, OPENAI)
     wire = formatter.CompletionWire(
         plan.generation.request_id,

@@ -17,8 +17,9 @@ from fastapi.responses import JSONResponse, Response
 from server.core.scheduling.job import Job
 from server.core.scheduling.scheduler import Scheduler
 from server.core.types import EngineReport
+from server.dialects.chat.answers import ChatAnswer
 from server.dialects.chat.chat_reading import ChatReader
-from server.dialects.chat.common import ChatAnswer, ChatPlan
+from server.dialects.chat.plans import ChatPlan
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.pipeline.serving import read_batch, submit_all, whole_answers
 from server.dialects.streams.resumable import resumable_names, retained

@@ -1,6 +1,6 @@
 """Request bodies in the OpenAPI schema, although routes read their bodies themselves.
 
-Routes parse bodies with `errors.parse_json_body` (size limit, depth limit, each dialect's
+Routes parse bodies with `bodies.parse_json_body` (size limit, depth limit, each dialect's
 error shape), so FastAPI does not see a body parameter and would leave `/openapi.json`
 without one. `json_body(Model)` documents it on the route; `document_request_models` moves
 the models' shared definitions into `components/schemas`, where `$ref`s can find them. The

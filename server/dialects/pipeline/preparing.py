@@ -12,7 +12,7 @@ import dataclasses
 
 from server.core.scheduling.engine import ContextOverflow
 from server.core.types import GenerationRequest
-from server.dialects.chat.common import ChatPlan
+from server.dialects.chat.plans import ChatPlan
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.edge.errors import Dialect, context_overflow_error
 from server.dialects.media.image_scaling import with_images_scaled

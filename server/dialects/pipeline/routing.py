@@ -23,8 +23,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from server.core.scheduling.scheduler import Scheduler
-from server.dialects.chat.common import ChatOptions, ChatPlan, new_id
+from server.dialects.chat.plans import ChatOptions, ChatPlan
+from server.dialects.chat.request_fields import new_id
 from server.dialects.chat.thinking import server_thinking
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.deps import (
     ModelInfo,
     ModelInfoDep,
@@ -32,7 +34,7 @@ from server.dialects.edge.deps import (
     SettingsDep,
     key_required,
 )
-from server.dialects.edge.errors import Dialect, parse_json_body
+from server.dialects.edge.errors import Dialect
 from server.dialects.media.local_media import read_local_images
 from server.dialects.media.remote_media import fetch_remote_images
 from server.dialects.pipeline.admission import named_model

@@ -20,14 +20,9 @@ from fastapi.responses import JSONResponse, Response
 from server.core.scheduling.job import Job, JobState
 from server.core.scheduling.scheduler import Scheduler
 from server.core.types import EngineReport, FinishReason, GenerationOutcome, Progress, TokenEvent
+from server.dialects.chat.answers import ChatAnswer, TokenCollector, failed, failure_message
 from server.dialects.chat.chat_reading import ChatEnd, ChatReader, read_answer
-from server.dialects.chat.common import (
-    ChatAnswer,
-    ChatPlan,
-    TokenCollector,
-    failed,
-    failure_message,
-)
+from server.dialects.chat.plans import ChatPlan
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.edge.errors import (
     APIError,

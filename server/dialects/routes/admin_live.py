@@ -20,15 +20,10 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
+from server.dialects.edge.bodies import parse_json_body
 from server.dialects.edge.client_address import ClientAddressMiddleware
 from server.dialects.edge.deps import SchedulerDep
-from server.dialects.edge.errors import (
-    APIError,
-    Dialect,
-    ErrorKind,
-    parse_json_body,
-    unauthorized_error,
-)
+from server.dialects.edge.errors import APIError, Dialect, ErrorKind, unauthorized_error
 from server.dialects.pipeline.openapi import json_body
 from server.settings.config import HearthSettings
 

@@ -18,7 +18,8 @@ from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
 from typing_extensions import TypedDict
 
 from server.core.types import FinishReason, GenerationOutcome, GenerationRequest, Progress
-from server.dialects.chat.common import ChatAnswer, ChatPlan
+from server.dialects.chat.answers import ChatAnswer
+from server.dialects.chat.plans import ChatPlan
 
 
 class ProbabilityEntry(TypedDict, total=False):

@@ -19,15 +19,12 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from server.dialects.chat.common import ChatPlan
+from server.dialects.chat.plans import ChatPlan
+from server.dialects.edge.bodies import MAX_JSON_DEPTH, BodyTooLargeError, json_depth, read_body
 from server.dialects.edge.errors import (
-    MAX_JSON_DEPTH,
     APIError,
-    BodyTooLargeError,
     Dialect,
     describe_validation_error,
-    json_depth,
-    read_body,
     too_large_error,
 )
 from server.models.gguf import gguf_summary

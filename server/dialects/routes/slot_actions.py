@@ -22,7 +22,7 @@ from server.core.types import (
     SlotAction,
     SlotActionEvent,
 )
-from server.dialects.chat.common import new_id
+from server.dialects.chat.request_fields import new_id
 from server.dialects.edge.deps import ModelInfo
 from server.dialects.edge.errors import APIError, Dialect, ErrorKind, busy_error
 from server.dialects.pipeline.admission import submit

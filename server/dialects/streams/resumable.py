@@ -31,13 +31,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import Request
 from fastapi.responses import Response
 from sse_starlette import ServerSentEvent
 
-from server.dialects.chat.common import ChatPlan, new_id
-from server.dialects.edge.deps import key_required
-from server.dialects.edge.errors import APIError, Dialect, ErrorKind
+from server.dialects.chat.plans import ChatPlan
+from server.dialects.chat.request_fields import new_id
+from server.dialects.edge.errors import APIError, Dialect
 from server.dialects.streams.stream_resume_log import ConversationLog, read_bytes
 from server.dialects.streams.streaming import KEEPALIVE_BYTES, encode_event, sse_bytes_response
 from server.dialects.streams.wire import SSEFormat, WireFormat
@@ -50,8 +50,6 @@ DEFAULT_STREAM_BYTES = 16 * 1024 * 1024
 DEFAULT_TOTAL_BYTES = 256 * 1024 * 1024
 STREAM_NAME_HEADER = "X-Hearth-Stream-Id"
 CONVERSATION_HEADER = "x-conversation-id"  # llama-server's opt-in (its web UI sends it)
-
-router = APIRouter(tags=["KoboldAI"])
 
 # What a stream's first name (the header's, the resume URL's) may hold: a genkey is any string,
 # but a header value and a URL path segment take only some characters as they are.
@@ -358,43 +356,3 @@ def retained(
     if conversation is not None:  # its first reader reads bytes, as a later one does
         return named_response(stream, streams.follow_bytes(stream, 0))
     return stream_response(streams, stream, -1, request.app.state.keepalive_seconds)
-
-
-@router.get(
-    "/api/extra/stream/{name}",
-    dependencies=[key_required(Dialect.KOBOLD)],
-    response_class=Response,
-    responses={200: {"content": {"text/event-stream": {}}}},
-)
-async def resume_stream(
-    request: Request, name: str, last_event_id: str | None = Header(default=None)
-) -> Response:
-    """Hearth: resume a resumable stream (by its response id or genkey) after the event
-    `Last-Event-ID` names (all of it without one): the events sent since, then live ones,
-    in the dialect the stream was asked in."""
-    streams: ResumableStreams = request.app.state.resumable_streams
-    stream = streams.find(name)
-    if stream is None:
-        raise APIError(
-            404,
-            f"no resumable stream {name!r}: unknown, or its grace period ended",
-            ErrorKind.NOT_FOUND,
-            Dialect.KOBOLD,
-        )
-    after = _event_index(last_event_id, stream)
-    keepalive: float = request.app.state.keepalive_seconds
-    return stream_response(streams, stream, after, keepalive)
-
-
-def _event_index(last_event_id: str | None, stream: RetainedStream) -> int:
-    if last_event_id is None or not last_event_id.strip():
-        return -1
-    text = last_event_id.strip()
-    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
-    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) >= len(stream.events):
-        raise APIError(
-            400,
-            f"Last-Event-ID {text!r} is not an event of this stream",
-            dialect=stream.dialect,
-        )
-    return int(text)

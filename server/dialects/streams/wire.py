@@ -22,7 +22,7 @@ from sse_starlette import ServerSentEvent
 
 from server.core.tool_calls.tool_stream import ChatStreamEvent
 from server.core.types import Progress
-from server.dialects.chat.common import ChatAnswer, failed, failure_message
+from server.dialects.chat.answers import ChatAnswer, failed, failure_message
 from server.dialects.edge.errors import Dialect, ErrorBody, ErrorKind, error_body
 from server.dialects.streams.streaming import ndjson_response, sse_response
 

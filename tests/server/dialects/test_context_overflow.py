@@ -73,3 +73,22 @@ def test_a_prompt_that_fits_is_not_cut_and_the_reply_stops_at_the_contexts_end(
     assert answer.usage.prompt_tokens >= len(counted)  # the whole prompt (and BOS)
     assert answer.usage.prompt_tokens + answer.usage.completion_tokens <= context
     assert answer.choices[0].finish_reason == "length"
+
+
+@pytest.mark.model
+def test_a_chat_offering_tools_is_refused_the_same_way(uncached: RunningServer) -> None:
+    """With tools and tool_choice auto, the hidden tool decision goes first; the reply that
+    cannot fit is still a 400 with both sizes, never a 500 after the decision."""
+    context = slot_context(uncached)
+    messages = [{"role": "user", "content": "apple " * (context + 50)}]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        gpt(uncached).chat.completions.create(
+            model="any",
+            messages=messages,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+            max_tokens=4,
+        )
+    body = refused.value.body
+    assert isinstance(body, dict) and body["type"] == "exceed_context_size_error"
+    assert body["n_ctx"] == context and body["n_prompt_tokens"] > context

@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from server.core.scheduling.engine import failure_outcome
 from server.core.types import (
     EngineReport,
     FinishReason,
     GenerationOutcome,
     GenerationRequest,
+    SamplingParams,
     TokenEvent,
     ToolDecision,
 )
@@ -31,6 +33,20 @@ logger = logging.getLogger(__name__)
 Events = list[tuple[object, EngineReport]]
 # Starts a request's reply: (request, cancelled, the schema it is bound to or None) → handle.
 StartReply = Callable[[GenerationRequest, threading.Event, dict[str, Any] | None], object]
+
+
+def question_for(request: GenerationRequest) -> GenerationRequest:
+    """The hidden question of a request with a decision to make: its prompt, one greedy token
+    (the engine binds it to yes or no), on the request's adapters and cache."""
+    assert request.schema_decision_prompt is not None
+    return GenerationRequest(
+        "decision",
+        request.schema_decision_prompt,
+        1,
+        SamplingParams(temperature=0.0),
+        lora=request.lora,
+        cache_owner=request.cache_owner,
+    )
 
 
 @dataclass
@@ -87,7 +103,6 @@ class Decisions:
             reply = start_reply(question.request, question.cancelled, schema)
         except Exception as exc:  # the reply could not start: the request fails, not the batch
             logger.exception("[%s] could not start the reply", question.request.request_id)
-            failed = GenerationOutcome(FinishReason.ERROR, error=str(exc))
-            return [(handle, ToolDecision(call)), (handle, failed)]
+            return [(handle, ToolDecision(call)), (handle, failure_outcome(exc))]
         self._handles[reply] = handle
         return [(handle, ToolDecision(call))]

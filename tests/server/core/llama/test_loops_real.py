@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from server.core.llama.engine import LlamaCppEngine
+from server.core.scheduling.engine import ContextOverflow
 from server.core.types import (
     FinishReason,
     GenerationOutcome,
@@ -54,3 +57,24 @@ def test_the_tool_decision_comes_before_the_reply(instruct_engine: LlamaCppEngin
     decision, outcome = events[decisions[0]], events[-1]
     assert isinstance(decision, ToolDecision) and isinstance(outcome, GenerationOutcome)
     assert outcome.constrained == decision.call
+
+
+def test_a_reply_over_the_context_is_refused_before_the_decision_is_asked(
+    instruct_engine: LlamaCppEngine,
+) -> None:
+    """A request that refuses overflow (the OpenAI dialect) and whose reply cannot fit is
+    refused as it starts, as one without a decision is (the dialects answer 400 with both
+    sizes), whatever the hidden question would have made of a trimmed copy of it."""
+    long = "apple " * 1500
+    request = GenerationRequest(
+        "too-long",
+        f"<|im_start|>user\n{long}<|im_end|>\n<|im_start|>assistant\n",
+        8,
+        GREEDY,
+        json_schema={"type": "object"},
+        schema_decision_prompt=f"<|im_start|>user\n{long}Need a tool?<|im_end|>\n",
+        refuse_overflow=True,
+    )
+    with pytest.raises(ContextOverflow) as refused:
+        run(instruct_engine, request)
+    assert refused.value.context == 1024 and refused.value.prompt_tokens > 1024

@@ -12,8 +12,9 @@ from server.core.types import (
     TokenEvent,
     ToolDecision,
 )
+from server.dialects.chat.answers import TokenCollector
 from server.dialects.chat.chat_reading import ChatEnd, ChatReader, read_answer
-from server.dialects.chat.common import ChatPlan, TokenCollector
+from server.dialects.chat.plans import ChatPlan
 
 SCHEMA = {"type": "object"}
 

@@ -1,6 +1,7 @@
-"""One default per setting: what loading a model reads (the core's `LoadSettings`, which may
-not import the settings model) defaults to exactly what `HearthSettings`' defaults become at
-the edge (server/process/load_settings.py). The launcher and the command line take theirs from
+"""One source per setting: its flags are declared on its field (server/settings/flags.py),
+and what loading a model reads (the core's `LoadSettings`, which may not import the settings
+model) defaults to exactly what `HearthSettings`' defaults become at the edge
+(server/process/load_settings.py). The launcher and the command line take theirs from
 `HearthSettings` itself (tests/app/test_settings_bindings.py, tests/server/settings)."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Any
 
 from server.core.load_settings import LoadSettings
 from server.process.load_settings import load_settings
+from server.settings.cli import build_parser
 from server.settings.config import HearthSettings
+from server.settings.flags import flags_of
 
 
 def disagreements(derived: Any, own: Any, prefix: str = "") -> list[str]:
@@ -37,3 +40,14 @@ def test_a_disagreement_is_found_however_deep() -> None:
         own, options=dataclasses.replace(own.options, cache_type_k="q8_0")
     )
     assert disagreements(changed, own) == ["options.cache_type_k: settings 'q8_0' != core 'f16'"]
+
+
+def test_every_setting_declares_its_flags_on_its_field() -> None:
+    """The command line is built from the fields alone (server/settings/flags.py): a field
+    without flags could not be set from it, and the parser takes each declared spelling."""
+    parser = build_parser()
+    taken = {flag for action in parser._actions for flag in action.option_strings}
+    for name, field in HearthSettings.model_fields.items():
+        spec = flags_of(field)
+        assert spec is not None, f"{name} declares no flags"
+        assert set(spec["flags"]) <= taken, name

@@ -1,38 +1,30 @@
-"""What every dialect's adapter shares: planning a chat (with tools) or a plain completion, and
-reading engine events back as dialect-neutral chat events and a finished answer.
-
-Each adapter only maps its wire fields onto these calls, so templates, tool calls, thoughts and
-stop strings behave alike whichever API a client speaks; `serving.py` then answers the plan.
+"""Planning a chat (with tools) or a plain completion: what every dialect's adapter turns its
+wire fields into, so templates, tool calls, thoughts and stop strings behave alike whichever API
+a client speaks; `pipeline/serving.py` then answers the plan.
 """
 
 from __future__ import annotations
 
 import enum
-import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from server.core.scheduling.engine import Tokenizer
 from server.core.templates.chat import (
     TOOL_DECISION_QUESTION,
     ChatMessage,
     ChatTemplate,
     ChatTemplateError,
     PromptEnd,
-    ToolCall,
     ToolSpec,
 )
 from server.core.text.reasoning import ThinkingSyntax
 from server.core.tool_calls.tool_formats_bound import tool_call_schema
 from server.core.tool_calls.tool_formats_live import LiveTools
 from server.core.types import (
-    FinishReason,
     GenerationOutcome,
     GenerationRequest,
     SamplingParams,
-    TokenEvent,
-    TokenLogprob,
 )
 from server.dialects.chat.thinking import (
     ASKS_NOTHING,
@@ -46,10 +38,6 @@ from server.dialects.media.media_parts import media_in_turns
 
 # KoboldCpp caps tool-call sampling this way: a call must be well formed more than creative.
 _TOOL_CALL_MAX_TEMPERATURE = 0.5
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
 class ToolChoiceMode(enum.Enum):
@@ -93,20 +81,6 @@ class ChatOptions:
     default_max_tokens: int
     native_tools: bool = False  # jinja_tools (--jinjatools / --nojinjatools)
     thinking: ServerThinking = field(default_factory=ServerThinking)  # --reasoning-format, -budget
-
-
-def text_of(content: str | Sequence[object] | None, kinds: Collection[str] = ("text",)) -> str:
-    """A message's text: the string itself, or the text of its parts of `kinds` (OpenAI
-    content parts, Anthropic blocks; a part without a type counts as text) with a blank line
-    between parts, as llama-server joins them (so "What is" + "the book" stay two words)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = (
-        getattr(part, "text", None) for part in content if getattr(part, "type", "text") in kinds
-    )
-    return "\n\n".join(text for text in texts if text)
 
 
 def plan_chat(
@@ -189,84 +163,8 @@ def _bound_tool_call(
     return schema, sampling, decision_prompt
 
 
-@dataclass(frozen=True, slots=True)
-class TokenTrace:
-    """The generated tokens of a reply, and their log-probabilities when asked."""
-
-    token_ids: tuple[int, ...] = ()
-    logprobs: tuple[TokenLogprob, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ChatAnswer:
-    """A finished chat reply: its text, the tool calls it made, its thought and its tokens."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    outcome: GenerationOutcome
-    tokens: TokenTrace = TokenTrace()
-    reasoning: str = ""
-    reasoning_tokens: int = 0
-
-
-class TokenCollector:
-    """Gathers a reply's events: its text, tokens and log-probabilities."""
-
-    def __init__(self) -> None:
-        self.events: list[TokenEvent] = []
-        self.token_ids: list[int] = []
-        self.logprobs: list[TokenLogprob] = []
-
-    def add(self, event: TokenEvent) -> None:
-        self.events.append(event)
-        self.token_ids += event.token_ids
-        self.logprobs += event.logprobs
-
-    @property
-    def text(self) -> str:
-        return "".join(event.text for event in self.events)
-
-    @property
-    def trace(self) -> TokenTrace:
-        return TokenTrace(tuple(self.token_ids), tuple(self.logprobs))
-
-
 def matched_user_stop(plan: ChatPlan, outcome: GenerationOutcome) -> str | None:
     """The user's own stop string that ended generation (not the template's end of turn)."""
     if outcome.stop_sequence is not None and outcome.stop_sequence in plan.user_stops:
         return outcome.stop_sequence
     return None
-
-
-def failed(outcome: GenerationOutcome) -> bool:
-    return outcome.finish_reason is FinishReason.ERROR
-
-
-def failure_message(outcome: GenerationOutcome) -> str:
-    return outcome.error or "generation failed"
-
-
-def tokens_without_bos(tokenizer: Tokenizer, text: str, special: bool = True) -> list[int]:
-    """`text`'s tokens without the BOS before them and EOS (or SEP) after, where added."""
-    ids, added = tokenizer.tokenize(text, special=special), tokenizer.tokenize("", special=special)
-    before = next(n for n in range(len(added), -1, -1) if ids[:n] == added[:n])  # BOS, usually
-    end = len(ids) - (len(added) - before)  # what the vocabulary adds after: EOS or SEP
-    return ids[before:end] if ids[end:] == added[before:] else ids[before:]
-
-
-def with_penalty_window(sampling: SamplingParams, last_n: int | None) -> SamplingParams:
-    """Apply a `repeat_last_n` as Ollama and llama-server mean it: 0 turns the penalties off,
-    -1 covers the whole context (Hearth's 0), None keeps the default window."""
-    if last_n == 0:
-        return replace(sampling, rep_pen=1.0, presence_penalty=0.0, frequency_penalty=0.0)
-    if last_n is not None:
-        return replace(sampling, rep_pen_range=max(last_n, 0))
-    return sampling
-
-
-def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:
-    if stop is None:
-        return ()
-    if isinstance(stop, str):
-        return (stop,) if stop else ()
-    return tuple(s for s in stop if s)
