@@ -37,13 +37,16 @@ run: install
 serve: install
 	$(BIN)/hearth --skiplauncher
 
-# Style, the layers (import-linter contracts in pyproject.toml) and the size limits.
+# Style, the layers (import-linter contracts in pyproject.toml), the size limits, and the
+# checks that the tree and its description agree (docs/ARCHITECTURE.md, one fixture per name).
 LINTED := hearth server app tests bench packaging compat tools
 lint: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_sizes.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_architecture.py \
+		tests/docs/test_import_contracts.py tests/docs/test_fixtures_once.py
 
 typecheck: install
 	$(BIN)/mypy
