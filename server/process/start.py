@@ -144,7 +144,7 @@ def load_models(settings: HearthSettings) -> tuple[EnginePool, ModelChoice]:
         engine.close()
         raise StartFailed(f"--embeddingsmodel {exc}", EXIT_MODEL_FAILED) from None
     try:
-        return with_models(settings, model_path, engine, embedder, projector, loading)
+        return with_models(settings, loading, model_path, engine, embedder, projector)
     except ModelFileError as exc:
         engine.close()
         if embedder is not None:
@@ -183,21 +183,19 @@ def start_projector(settings: HearthSettings, fetched: ModelFiles) -> Path | Non
 
 def with_models(
     settings: HearthSettings,
+    loading: LoadSettings,
     model_path: Path,
     engine: Engine,
-    embedder: Embedder | None = None,
-    projector: Path | None = None,
-    loading: LoadSettings | None = None,
+    embedder: Embedder | None,
+    projector: Path | None,
 ) -> tuple[EnginePool, ModelChoice]:
     """The engine behind a pool that loads, switches and unloads models between jobs, and the
     API's model choice: the served model, and with --modeldir (or --admin's folder) every GGUF
     there, each with the projector beside it, and every model downloaded into the Hugging Face
     cache. `embedder`: a separate embeddings model (--embeddingsmodel), which then serves every
     embedding request; `projector`: the served model's (start_projector); `loading`: the load
-    settings built at start (else built here, once)."""
+    settings built once at start, fitted to each model file as it loads."""
     from server.core.llama import LlamaCppEngine
-
-    base = load_settings(settings, projector=None) if loading is None else loading
 
     if projector is None and settings.mmproj:
         projector = Path(settings.mmproj).expanduser()
@@ -218,7 +216,7 @@ def with_models(
             logger.info("Projector for %s: %s (%s)", entry.name, paired.path.name, paired.takes)
 
     def load(path: Path) -> Engine:
-        return LlamaCppEngine.load(path, for_model(base, path, catalog.projector_for(path)))
+        return LlamaCppEngine.load(path, for_model(loading, path, catalog.projector_for(path)))
 
     pool = EnginePool(
         engine.model_name,
@@ -228,7 +226,7 @@ def with_models(
         settings.maxloadedmodels,
         embedder,
     )
-    return pool, _model_choice(base, catalog, pool, engine, model_path)
+    return pool, _model_choice(loading, catalog, pool, engine, model_path)
 
 
 def _model_choice(

@@ -48,9 +48,10 @@ def in_one_turn(
         httpx.Client(base_url=server.base_url, timeout=120) as client,
         ExitStack() as holding,
     ):
-        holds = [iter_sse(holding.enter_context(client.stream("POST", STREAM, json=HOLD)))]
-        for _ in range(slots - 1):
-            holds.append(iter_sse(holding.enter_context(client.stream("POST", STREAM, json=HOLD))))
+        holds = [
+            iter_sse(holding.enter_context(client.stream("POST", STREAM, json=HOLD)))
+            for _ in range(slots)
+        ]
         for events in holds:
             next(events)  # each hold is generating
         answers = []

@@ -13,21 +13,17 @@ Request bodies are read in bodies.py (beside this module), which raises these er
 from __future__ import annotations
 
 import enum
-import logging
-from typing import Any, Literal, NotRequired, TypeVar
+from typing import Any, Literal, NotRequired
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from typing_extensions import TypedDict
 
 BUSY_MESSAGE = "Server is busy; please try again later."
 UNAUTHORIZED_MESSAGE = "Authentication key is missing or invalid."
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-logger = logging.getLogger("hearth")
 
 
 class Dialect(enum.Enum):

@@ -36,7 +36,7 @@ def dialect_routers() -> dict[str, APIRouter]:
     for info in pkgutil.walk_packages(server.dialects.__path__, "server.dialects."):
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if isinstance(value, APIRouter) and value.routes and module.__name__ == info.name:
+            if isinstance(value, APIRouter) and value.routes:
                 routers.setdefault(f"{info.name}.{name}", value)
     return routers
 
